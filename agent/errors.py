@@ -1,0 +1,37 @@
+"""Typed errors: each says what was wrong and what to do. The CLI prints them as one line."""
+
+
+class AgentError(Exception):
+    """Base class for every error a user can act on."""
+
+
+class InvalidQuestionError(AgentError, ValueError):
+    """The question is empty or too long."""
+
+
+class UnknownMethodError(AgentError, ValueError):
+    """No graph of that name."""
+
+
+class CollectionError(AgentError):
+    """The vector collection is missing or empty."""
+
+
+class IngestError(AgentError):
+    """The corpus file could not be ingested; the collection was left as it was."""
+
+
+class LLMError(AgentError):
+    """The LLM could not be reached, timed out or kept returning unusable output."""
+
+
+class LLMUnavailableError(LLMError):
+    """The LLM endpoint is down, refuses connections or times out."""
+
+
+class ModelFileError(AgentError):
+    """A part of the local GGUF model is missing or corrupt."""
+
+
+class ConfigError(AgentError, ValueError):
+    """A setting or per-run option has an invalid value."""

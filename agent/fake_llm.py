@@ -1,0 +1,160 @@
+"""A scripted chat model: the LLM boundary for tests and for ``--llm fake`` (no model, instant, deterministic).
+
+Each call is identified by the prompt it renders (``prompt:<name>`` tag set by ``agent.llm_calls``). A script maps
+prompt names to a reply string, a list of replies consumed in order, or a function of the call.
+"""
+
+from __future__ import annotations
+
+import re
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from langchain_core.callbacks import CallbackManagerForLLMRun
+from langchain_core.language_models import BaseChatModel
+from langchain_core.messages import AIMessage, BaseMessage
+from langchain_core.outputs import ChatGeneration, ChatResult
+from pydantic import ConfigDict, Field, PrivateAttr
+
+
+
+@dataclass
+class ScriptedCall:
+    prompt: str
+    messages: list[BaseMessage]
+    kwargs: dict[str, Any] = field(default_factory=dict)
+    started: float = 0.0
+    ended: float = 0.0
+
+    @property
+    def system(self) -> str:
+        return str(self.messages[0].content) if self.messages else ""
+
+    @property
+    def user(self) -> str:
+        return str(self.messages[-1].content) if self.messages else ""
+
+
+Reply = str | list[str] | Callable[[ScriptedCall], str]
+
+
+def _tokens(text: str) -> int:
+    return len(re.findall(r"\w+|[^\w\s]", text))
+
+
+class ScriptedChatModel(BaseChatModel):
+    """Replies from ``script[prompt]`` (or ``default``); records every call for assertions."""
+
+    model_config = ConfigDict(arbitrary_types_allowed=True)
+    script: dict[str, Reply] = Field(default_factory=dict)
+    default: Reply | None = None
+    latency: float = Field(default=0.0, description="seconds each call sleeps (to test concurrency)")
+    fail_with: Exception | None = None
+    _calls: list[ScriptedCall] = PrivateAttr(default_factory=list)
+    _cursor: dict[str, int] = PrivateAttr(default_factory=dict)
+    _lock: threading.Lock = PrivateAttr(default_factory=threading.Lock)
+
+    @property
+    def _llm_type(self) -> str:
+        return "scripted"
+
+    @property
+    def calls(self) -> list[ScriptedCall]:
+        return list(self._calls)
+
+    def prompts(self) -> list[str]:
+        return [c.prompt for c in sorted(self._calls, key=lambda c: c.started)]
+
+    def _reply(self, call: ScriptedCall) -> str:
+        reply = self.script.get(call.prompt, self.default)
+        if reply is None:
+            raise KeyError(f"scripted model has no reply for prompt '{call.prompt}'")
+        if callable(reply):
+            return reply(call)
+        if isinstance(reply, list):
+            with self._lock:
+                i = self._cursor.get(call.prompt, 0)
+                self._cursor[call.prompt] = i + 1
+            return reply[min(i, len(reply) - 1)]
+        return reply
+
+    def _generate(
+        self,
+        messages: list[BaseMessage],
+        stop: list[str] | None = None,
+        run_manager: CallbackManagerForLLMRun | None = None,
+        **kwargs: Any,
+    ) -> ChatResult:
+        if self.fail_with is not None:
+            raise self.fail_with
+        tags = run_manager.tags if run_manager else []
+        prompt = next((t.split(":", 1)[1] for t in tags if t.startswith("prompt:")), "")
+        call = ScriptedCall(prompt=prompt, messages=messages, kwargs=kwargs, started=time.perf_counter())
+        with self._lock:
+            self._calls.append(call)
+        if self.latency:
+            time.sleep(self.latency)
+        text = self._reply(call)
+        call.ended = time.perf_counter()
+        prompt_tokens = sum(_tokens(str(m.content)) for m in messages)
+        message = AIMessage(
+            content=text,
+            usage_metadata={
+                "input_tokens": prompt_tokens,
+                "output_tokens": _tokens(text),
+                "total_tokens": prompt_tokens + _tokens(text),
+            },
+            response_metadata={"finish_reason": "stop"},
+        )
+        return ChatResult(generations=[ChatGeneration(message=message)])
+
+
+
+# --- the demo script behind ``--llm fake``: plausible, deterministic replies derived from the prompt's input ---
+
+_PASSAGE_LINE = re.compile(r"^\[(\d+)\]\s*(.+?)\s*\|\s*(.+)$", re.MULTILINE)
+_FACT = re.compile(r"\b(?:1[5-9]|20)\d\d\b|\b[A-Z][a-z]+(?: [A-Z][a-z]+)+\b")
+
+
+def _question(call: ScriptedCall) -> str:
+    match = re.search(r"^Question:\s*(.+)$", call.user, re.MULTILINE)
+    return match.group(1).strip() if match else "the question"
+
+
+def _demo_extract(call: ScriptedCall) -> str:
+    question = _question(call).rstrip("?")
+    lines, seen = [], set()
+    for _, title, text in _PASSAGE_LINE.findall(call.user):
+        fact = _FACT.search(text)
+        if title in seen or not fact:
+            continue
+        seen.add(title)
+        n = len(seen)
+        lines += [f"DQ {n}: {question}, in the sense of {title}?", f"DA {n}: {fact.group(0)}"]
+        if n == 3:
+            break
+    return "\n".join(lines) or "DQ 1: " + question + "?\nDA 1: unknown"
+
+
+def _demo_generate(call: ScriptedCall) -> str:
+    pairs = re.findall(r"DQ \d+: (.+)\nDA \d+: (.+)", call.user)
+    body = " ".join(f"For “{q}” the answer is {a}." for q, a in pairs)
+    return f"Answer: “{_question(call)}” can be read in {len(pairs)} ways. {body}"
+
+
+def _demo_closed_book(call: ScriptedCall) -> str:
+    return f"Final Answer: “{_question(call)}” can mean several things; without documents this answer stays general."
+
+
+DEMO_SCRIPT: dict[str, Reply] = {
+    "rag_extract": _demo_extract,
+    "rag_generate": _demo_generate,
+    "closed_book": _demo_closed_book,
+}
+
+
+def demo_model() -> ScriptedChatModel:
+    return ScriptedChatModel(script=dict(DEMO_SCRIPT), default="Yes.")

@@ -1,0 +1,110 @@
+"""The embedded LLM: llama-cpp-python's OpenAI-compatible server on loopback, started on first use, stopped at exit.
+
+A separate process keeps llama.cpp's non-thread-safe context away from LangGraph's worker threads (the server
+serialises requests) and a llama.cpp crash away from the app. Its RAM prompt cache keeps shared prefixes warm.
+"""
+
+from __future__ import annotations
+
+import atexit
+import importlib.util
+import os
+import socket
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import httpx
+
+from agent.errors import LLMUnavailableError
+from agent.model_files import ensure_gguf
+from agent.settings import Settings
+
+_lock = threading.Lock()
+_servers: dict[str, "LocalServer"] = {}
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class LocalServer:
+    def __init__(self, model_path: Path, settings: Settings):
+        self.port = settings.local_port or _free_port()
+        self.url = f"http://127.0.0.1:{self.port}/v1"
+        threads = settings.local_threads or os.cpu_count() or 2
+        log_dir = settings.home / "logs"
+        log_dir.mkdir(parents=True, exist_ok=True)
+        self.log_path = log_dir / f"llama-server-{self.port}.log"
+        cmd = [
+            sys.executable, "-m", "llama_cpp.server",
+            "--model", str(model_path),
+            "--model_alias", "local",
+            "--host", "127.0.0.1",
+            "--port", str(self.port),
+            "--n_ctx", str(settings.local_ctx),
+            "--n_threads", str(threads),
+            "--n_threads_batch", str(threads),
+            "--n_batch", "512",
+            "--cache", "True",  # RAM prompt cache: interleaved prefixes stay warm
+        ]  # fmt: skip
+        self._log = self.log_path.open("wb")
+        self.process = subprocess.Popen(cmd, stdout=self._log, stderr=subprocess.STDOUT, start_new_session=True)
+        atexit.register(self.stop)
+        self._wait_ready(settings.local_startup_timeout)
+
+    def _wait_ready(self, timeout: float) -> None:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.process.poll() is not None:
+                raise LLMUnavailableError(
+                    f"the local llama.cpp server exited with code {self.process.returncode}: "
+                    f"{self._log_tail()} (full log: {self.log_path})"
+                )
+            try:
+                if httpx.get(f"{self.url}/models", timeout=2).status_code == 200:
+                    return
+            except httpx.HTTPError:
+                pass
+            time.sleep(0.5)
+        self.stop()
+        raise LLMUnavailableError(f"the local llama.cpp server did not start within {timeout:.0f}s (log: {self.log_path})")
+
+    def _log_tail(self) -> str:
+        try:
+            lines = self.log_path.read_text(errors="replace").strip().splitlines()
+        except OSError:
+            return ""
+        return " | ".join(lines[-3:])
+
+    def alive(self) -> bool:
+        return self.process.poll() is None
+
+    def stop(self) -> None:
+        if self.process.poll() is None:
+            self.process.terminate()
+            try:
+                self.process.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+        self._log.close()
+
+
+def local_server(settings: Settings) -> LocalServer:
+    """Start (once per process and model) and return the embedded server."""
+    if importlib.util.find_spec("llama_cpp") is None:
+        raise LLMUnavailableError(
+            "the local LLM needs 'llama-cpp-python[server]==0.3.36': run `make setup` "
+            "(or pip install -e '.[local]'), or use --llm openai / --llm fake"
+        )
+    with _lock:
+        server = _servers.get(settings.local_model)
+        if server is None or not server.alive():
+            model_path = ensure_gguf(settings.local_model, settings.model_dir)
+            server = LocalServer(model_path, settings)
+            _servers[settings.local_model] = server
+        return server

@@ -1,0 +1,169 @@
+"""Tolerant parsers for small-model output: one module, used by every graph.
+
+Each parser accepts the paper's text formats (``DQ 1:``/``DA 1:``, Yes/No, True/False, numbered lists,
+``##Reason: … ##Answer: […]``) and the JSON a grammar-constrained call returns. On failure it raises
+``ParseError`` so the caller can retry and then fall back.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Any
+
+from agent.schemas import QAPair
+
+
+class ParseError(ValueError):
+    pass
+
+
+def extract_json(text: str) -> Any:
+    """The first JSON object or array in ``text`` (code fences and chatter around it are ignored)."""
+    text = text.strip()
+    decoder = json.JSONDecoder()
+    for match in re.finditer(r"[\[{]", text):
+        try:
+            value, _ = decoder.raw_decode(text[match.start() :])
+            return value
+        except json.JSONDecodeError:
+            continue
+    raise ParseError("no JSON value found")
+
+
+_DQ_DA = re.compile(
+    r"DQ\s*(\d+)\s*[:.)-]\s*(?P<q>.+?)\s*(?:\n|\s)\s*DA\s*\1\s*[:.)-]\s*(?P<a>.+?)(?=\s*(?:\n\s*\n|DQ\s*\d+\s*[:.)-]|Answer\s*:|$))",
+    re.IGNORECASE | re.DOTALL,
+)
+
+
+def _clean(value: str) -> str:
+    return re.sub(r"\s+", " ", value).strip().strip('"').strip()
+
+
+def parse_disambiguations(text: str) -> list[QAPair]:
+    """``DQ i: … DA i: …`` pairs (one per line or all inline), or JSON ``{"disambiguations": [...]}``."""
+    stripped = text.strip()
+    if stripped.startswith(("{", "[", "```")):
+        try:
+            return _pairs_from_json(extract_json(stripped))
+        except ParseError:
+            pass
+    pairs = [QAPair(question=_clean(m["q"]), answer=_clean(m["a"])) for m in _DQ_DA.finditer(text)]
+    pairs = [p for p in pairs if p.question and p.answer]
+    if not pairs:
+        raise ParseError("no 'DQ i:' / 'DA i:' pairs found")
+    return pairs
+
+
+def _pairs_from_json(value: Any) -> list[QAPair]:
+    if isinstance(value, dict):
+        value = value.get("disambiguations", value.get("pairs", []))
+    if not isinstance(value, list):
+        raise ParseError("JSON has no list of pairs")
+    pairs = []
+    for item in value:
+        if isinstance(item, dict):
+            q = str(item.get("question", "")).strip()
+            a = str(item.get("answer", "")).strip()
+            if q and a:
+                pairs.append(QAPair(question=q, answer=a))
+    if not pairs:
+        raise ParseError("JSON list holds no question/answer pairs")
+    return pairs
+
+
+def _first_word(text: str, words: tuple[str, ...]) -> str | None:
+    """The first of ``words`` that appears as a whole word, scanning a JSON value or the text itself."""
+    stripped = text.strip()
+    if stripped.startswith("{"):
+        try:
+            value = extract_json(stripped)
+            if isinstance(value, dict) and value:
+                stripped = " ".join(str(v) for v in value.values())
+        except ParseError:
+            pass
+    match = re.search(r"\b(" + "|".join(words) + r")\b", stripped, re.IGNORECASE)
+    return match.group(1).lower() if match else None
+
+
+def parse_yes_no(text: str) -> bool:
+    word = _first_word(text, ("yes", "no"))
+    if word is None:
+        raise ParseError("neither Yes nor No found")
+    return word == "yes"
+
+
+def parse_true_false(text: str) -> bool:
+    word = _first_word(text, ("true", "false"))
+    if word is None:
+        raise ParseError("neither True nor False found")
+    return word == "true"
+
+
+_LIST_ITEM = re.compile(r"^\s*(?:\d+\s*[:.)-]|[-*•])\s*(.+?)\s*$", re.MULTILINE)
+
+
+def parse_numbered_list(text: str) -> list[str]:
+    """Items of a ``1: …`` / ``1. …`` / ``- …`` list, or a JSON list of strings (possibly under one key)."""
+    stripped = text.strip()
+    if stripped.startswith(("{", "[")):
+        try:
+            value = extract_json(stripped)
+            if isinstance(value, dict):
+                value = next((v for v in value.values() if isinstance(v, list)), [])
+            items = [str(v).strip() for v in value if str(v).strip()]
+            if items:
+                return items
+        except ParseError:
+            pass
+    items = [_clean(m.group(1)) for m in _LIST_ITEM.finditer(text)]
+    items = [i for i in items if i]
+    if not items:
+        raise ParseError("no list items found")
+    return items
+
+
+def strip_label(text: str, labels: tuple[str, ...] = ("final answer", "answer", "response")) -> str:
+    """Remove a leading ``Answer:``-style label a model echoes from the few-shot format."""
+    text = text.strip()
+    pattern = r"^\s*(?:" + "|".join(re.escape(label) for label in labels) + r")\s*:\s*"
+    return re.sub(pattern, "", text, count=1, flags=re.IGNORECASE).strip()
+
+
+def parse_long_answer(text: str) -> str:
+    answer = strip_label(text)
+    if len(answer.split()) < 2:
+        raise ParseError("the answer is empty")
+    return answer
+
+
+AMBIGUITY_TYPES = ("AmbSub", "AmbObj", "AmbPred", "AmbTime", "AmbLoc", "N/A")
+
+
+def parse_ambiguity(text: str) -> tuple[list[str], str]:
+    """DIVA's I_a output ``##Reason: … ##Answer: [AmbSub], [AmbTime]`` → (types, reason); N/A when no type is named."""
+    stripped = text.strip()
+    if stripped.startswith("{"):
+        try:
+            value = extract_json(stripped)
+            if isinstance(value, dict):
+                types = value.get("types", value.get("answer", []))
+                types = types if isinstance(types, list) else [types]
+                stripped = f"##Reason: {value.get('reason', '')} ##Answer: {' '.join(f'[{t}]' for t in types)}"
+        except ParseError:
+            pass
+    reason_match = re.search(r"#*\s*Reason\s*:\s*(.+?)(?=#*\s*Answer\s*:|$)", stripped, re.IGNORECASE | re.DOTALL)
+    answer_match = re.search(r"#*\s*(?:Answer|Types?)\s*:\s*(.+)$", stripped, re.IGNORECASE | re.DOTALL)
+    scope = answer_match.group(1) if answer_match else stripped
+    found = []
+    for name in AMBIGUITY_TYPES:
+        pattern = r"N\s*/?\s*A\b" if name == "N/A" else re.escape(name)
+        if re.search(pattern, scope, re.IGNORECASE):
+            found.append(name)
+    if not found:
+        raise ParseError("no ambiguity type found")
+    if len(found) > 1 and "N/A" in found:
+        found.remove("N/A")
+    reason = " ".join(reason_match.group(1).split()) if reason_match else ""
+    return found, reason

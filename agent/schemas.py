@@ -1,0 +1,69 @@
+"""Pydantic models at the boundaries: passages, disambiguations, usage, LLM decisions and the run result."""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, Field
+
+
+class Passage(BaseModel):
+    id: str = Field(description="corpus id of the passage (the id in the ingested JSONL)")
+    title: str = ""
+    text: str
+    score: float | None = Field(default=None, description="retrieval or reranking score; higher is better")
+
+    def render(self, index: int) -> str:
+        return f"[{index}] {self.title} | {self.text}"
+
+
+class QAPair(BaseModel):
+    question: str = Field(description="a disambiguated question")
+    answer: str = Field(description="its short factoid answer")
+
+
+class ExtractedPairs(BaseModel):
+    """I_e output: every interpretation the passages support, with its answer."""
+
+    disambiguations: list[QAPair] = Field(default_factory=list)
+
+
+class Disambiguation(QAPair):
+    passage_ids: list[str] = Field(default_factory=list, description="passages that support the answer")
+
+
+class YesNo(BaseModel):
+    verdict: Literal["Yes", "No"]
+
+
+class NodeUsage(BaseModel):
+    calls: int = 0
+    input_tokens: int = 0
+    output_tokens: int = 0
+    seconds: float = 0.0
+
+    def __add__(self, other: "NodeUsage") -> "NodeUsage":
+        return NodeUsage(
+            calls=self.calls + other.calls,
+            input_tokens=self.input_tokens + other.input_tokens,
+            output_tokens=self.output_tokens + other.output_tokens,
+            seconds=round(self.seconds + other.seconds, 3),
+        )
+
+
+class UsageReport(BaseModel):
+    total: NodeUsage = Field(default_factory=NodeUsage)
+    by_node: dict[str, NodeUsage] = Field(default_factory=dict)
+
+
+class RunResult(BaseModel):
+    """What ``agent.run`` returns: the output contract every graph shares, plus the graph's own fields."""
+
+    question: str
+    method: str
+    answer: str
+    disambiguations: list[Disambiguation] = Field(default_factory=list)
+    passages: list[Passage] = Field(default_factory=list)
+    usage: UsageReport = Field(default_factory=UsageReport)
+    seconds: float = Field(default=0.0, description="wall time of the whole run")
+    extra: dict[str, Any] = Field(default_factory=dict, description="method-specific state (route, tree, ...)")

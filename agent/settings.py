@@ -1,0 +1,46 @@
+"""Process-wide settings from the environment (prefix ``AMBIGQA_``); per-run options live in ``agent.context``."""
+
+from __future__ import annotations
+
+from functools import lru_cache
+from pathlib import Path
+from typing import Literal
+
+from pydantic import Field
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+
+
+class Settings(BaseSettings):
+    model_config = SettingsConfigDict(env_prefix="AMBIGQA_", env_file=".env", extra="ignore")
+
+    home: Path = Field(default=Path.home() / ".cache" / "ambigqa", description="Chroma store and server logs.")
+    model_dir: Path = Field(default=Path.home() / ".cache" / "ambigqa" / "models", description="assembled GGUF files")
+    chroma_url: str | None = Field(default=None, description="Chroma server URL; unset = embedded store under home.")
+    collection: str = "demo"
+
+    llm: str = Field(default="local", description="local | openai | fake | a name registered in agent.llm")
+    local_model: Literal["qwen2.5-coder-1.5b", "qwen2.5-coder-0.5b"] = "qwen2.5-coder-1.5b"
+    local_threads: int = Field(default=0, description="llama.cpp threads; 0 = all cores")
+    local_ctx: int = 4096
+    local_port: int = Field(default=0, description="port of the embedded llama.cpp server; 0 = a free one")
+    local_startup_timeout: float = 180.0
+
+    openai_base_url: str | None = None
+    openai_api_key: str | None = None
+    openai_model: str = "gpt-4o-mini"
+
+    llm_timeout: float = Field(default=300.0, description="seconds per LLM request")
+    llm_max_retries: int = Field(default=2, description="transport retries per LLM request")
+
+    max_question_chars: int = 2000
+
+    @property
+    def chroma_path(self) -> Path:
+        return self.home / "chroma"
+
+
+@lru_cache(maxsize=1)
+def get_settings() -> Settings:
+    return Settings()

@@ -1,0 +1,36 @@
+"""Usage accounting: every LLM call's tokens and seconds, summed per graph node by the state reducer."""
+
+from __future__ import annotations
+
+from langchain_core.messages import AIMessage
+
+from agent.schemas import NodeUsage, UsageReport
+
+
+def call_usage(message: AIMessage, seconds: float) -> NodeUsage:
+    meta = message.usage_metadata or {}
+    if not meta:  # some servers report only response_metadata.token_usage
+        token_usage = (message.response_metadata or {}).get("token_usage") or {}
+        meta = {"input_tokens": token_usage.get("prompt_tokens", 0), "output_tokens": token_usage.get("completion_tokens", 0)}
+    return NodeUsage(
+        calls=1,
+        input_tokens=int(meta.get("input_tokens") or 0),
+        output_tokens=int(meta.get("output_tokens") or 0),
+        seconds=round(seconds, 3),
+    )
+
+
+def merge_usage(left: UsageReport | dict | None, right: UsageReport | dict | None) -> UsageReport:
+    """State reducer: add ``right``'s per-node usage to ``left`` and recompute the total."""
+    left = UsageReport.model_validate(left or {})
+    right = UsageReport.model_validate(right or {})
+    by_node = dict(left.by_node)
+    for node, usage in right.by_node.items():
+        by_node[node] = by_node.get(node, NodeUsage()) + usage
+    total = sum(by_node.values(), NodeUsage())
+    return UsageReport(total=total, by_node=by_node)
+
+
+def node_usage(node: str, *usages: NodeUsage) -> UsageReport:
+    total = sum(usages, NodeUsage())
+    return UsageReport(total=total, by_node={node: total})

@@ -1,0 +1,3 @@
+"""One module per method; each exports a compiled LangGraph ``graph``."""
+
+METHODS = ("closed_book", "rag")

@@ -1,0 +1,23 @@
+"""Closed-book baseline: one LLM call answers from parametric knowledge (DIVA prompt I_l)."""
+
+from __future__ import annotations
+
+from langgraph.graph import END, START, StateGraph
+from langgraph.runtime import Runtime
+
+from agent.context import RunContext, context_of
+from agent.llm_calls import usage_update
+from agent.rac import closed_book
+from agent.state import AnswerOutput, AnswerState, QuestionInput
+
+
+def answer(state: AnswerState, runtime: Runtime[RunContext]) -> dict:
+    reply = closed_book(state["question"], context_of(runtime, RunContext).llm_options())
+    return {"answer": reply.value, "disambiguations": [], "passages": [], "usage": usage_update(reply)}
+
+
+builder = StateGraph(AnswerState, input_schema=QuestionInput, output_schema=AnswerOutput, context_schema=RunContext)
+builder.add_node("answer", answer)
+builder.add_edge(START, "answer")
+builder.add_edge("answer", END)
+graph = builder.compile(name="closed_book")

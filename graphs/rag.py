@@ -1,0 +1,43 @@
+"""Vanilla RAG (RAC in the DIVA and ToC papers): retrieve top-k → extract DQ/DA pairs (I_e) → long-form answer (I_g)."""
+
+from __future__ import annotations
+
+from langgraph.graph import END, START, StateGraph
+from langgraph.runtime import Runtime
+from pydantic import Field
+
+from agent.context import RunContext, context_of
+from agent.llm_calls import usage_update
+from agent.rac import extract, generate
+from agent.state import AnswerOutput, AnswerState, QuestionInput
+
+
+class RagContext(RunContext):
+    top_k: int = Field(default=5, ge=1, le=50, description="passages retrieved for the question (DIVA A.3: 5)")
+
+
+def retrieve(state: AnswerState, runtime: Runtime[RagContext]) -> dict:
+    ctx = context_of(runtime, RagContext)
+    return {"passages": ctx.store().search(state["question"], ctx.top_k)}
+
+
+def rag_extract(state: AnswerState, runtime: Runtime[RagContext]) -> dict:
+    reply = extract(state["question"], state["passages"], context_of(runtime, RagContext).llm_options())
+    return {"disambiguations": reply.value, "usage": usage_update(reply)}
+
+
+def rag_generate(state: AnswerState, runtime: Runtime[RagContext]) -> dict:
+    options = context_of(runtime, RagContext).llm_options()
+    reply = generate(state["question"], state["disambiguations"], state["passages"], options)
+    return {"answer": reply.value, "usage": usage_update(reply)}
+
+
+builder = StateGraph(AnswerState, input_schema=QuestionInput, output_schema=AnswerOutput, context_schema=RagContext)
+builder.add_node("retrieve", retrieve)
+builder.add_node("rag_extract", rag_extract)
+builder.add_node("rag_generate", rag_generate)
+builder.add_edge(START, "retrieve")
+builder.add_edge("retrieve", "rag_extract")
+builder.add_edge("rag_extract", "rag_generate")
+builder.add_edge("rag_generate", END)
+graph = builder.compile(name="rag")

@@ -1,0 +1,79 @@
+"""Shared fixtures: a temp home (real Chroma on disk), a small real corpus, scripted models at the LLM boundary."""
+
+from __future__ import annotations
+
+import itertools
+import json
+import os
+from pathlib import Path
+
+import pytest
+
+os.environ.setdefault("ANONYMIZED_TELEMETRY", "False")
+os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+
+SHARED_DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data"
+_names = itertools.count(1)
+
+# A small corpus: two readings of a Harry Potter question, plus unrelated passages.
+PASSAGES = [
+    {"id": "hp-premiere", "title": "Harry Potter and the Philosopher's Stone (film)",
+     "text": "The film had its world premiere at the Odeon Leicester Square in London on 4 November 2001."},
+    {"id": "hp-us", "title": "Harry Potter and the Philosopher's Stone (film)",
+     "text": "It was released in cinemas in the United States and the United Kingdom on 16 November 2001."},
+    {"id": "hp-book", "title": "Harry Potter and the Philosopher's Stone",
+     "text": "The novel by J. K. Rowling was first published in the United Kingdom by Bloomsbury on 26 June 1997."},
+    {"id": "volcano", "title": "Mount Etna",
+     "text": "Mount Etna is an active stratovolcano on the east coast of Sicily, Italy."},
+    {"id": "cricket", "title": "Cricket World Cup",
+     "text": "The Cricket World Cup is the international championship of One Day International cricket."},
+    {"id": "bread", "title": "Sourdough",
+     "text": "Sourdough is bread made by the fermentation of dough using naturally occurring lactobacilli and yeast."},
+]  # fmt: skip
+
+
+@pytest.fixture(scope="session")
+def home(tmp_path_factory) -> Path:
+    """One temp AMBIGQA_HOME (Chroma store) per session; the GGUF cache (AMBIGQA_MODEL_DIR) stays the user's."""
+    path = tmp_path_factory.mktemp("ambigqa-home")
+    os.environ["AMBIGQA_HOME"] = str(path)
+    from agent.settings import get_settings
+
+    get_settings.cache_clear()
+    return path
+
+
+@pytest.fixture(scope="session")
+def corpus_file(tmp_path_factory) -> Path:
+    path = tmp_path_factory.mktemp("corpus") / "corpus.jsonl"
+    path.write_text("".join(json.dumps(p) + "\n" for p in PASSAGES))
+    return path
+
+
+@pytest.fixture(scope="session")
+def collection(home, corpus_file) -> str:
+    """A real Chroma collection of PASSAGES, embedded with the real encoder."""
+    from agent.ingest import ingest
+
+    ingest(corpus_file, "tiny", progress=False)
+    return "tiny"
+
+
+@pytest.fixture
+def scripted():
+    """Register a ScriptedChatModel; returns a factory ``scripted(script, **kw) -> (name, model)``."""
+    from agent.fake_llm import ScriptedChatModel
+    from agent.llm import register_model, unregister_model
+
+    names = []
+
+    def make(script: dict | None = None, **kwargs):
+        name = f"scripted-{next(_names)}"
+        model = ScriptedChatModel(script=script or {}, **kwargs)
+        register_model(name, model)
+        names.append(name)
+        return name, model
+
+    yield make
+    for name in names:
+        unregister_model(name)

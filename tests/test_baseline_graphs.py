@@ -1,0 +1,81 @@
+"""closed_book and rag with a scripted LLM over real Chroma: routes, outputs, usage."""
+
+import pytest
+
+import agent
+from agent.errors import CollectionError, InvalidQuestionError, UnknownMethodError
+
+QUESTION = "When did the Harry Potter film come out?"
+EXTRACT = "DQ 1: When was the world premiere of the film?\nDA 1: 4 November 2001\nDQ 2: When was it released in US cinemas?\nDA 2: 16 November 2001"
+GENERATE = "Answer: The film premiered in London on 4 November 2001 and reached US cinemas on 16 November 2001."
+
+
+def test_rag_runs_retrieve_extract_generate_and_cites_passages(collection, scripted):
+    name, model = scripted({"rag_extract": EXTRACT, "rag_generate": GENERATE})
+    nodes = []
+    result = agent.run(QUESTION, method="rag", llm=name, collection=collection, on_node=lambda n, u, s: nodes.append(n))
+    assert nodes == ["retrieve", "rag_extract", "rag_generate"]
+    assert model.prompts() == ["rag_extract", "rag_generate"]
+    assert len(result.passages) == 5
+    assert result.answer.startswith("The film premiered in London")
+    by_answer = {d.answer: d.passage_ids for d in result.disambiguations}
+    assert by_answer == {"4 November 2001": ["hp-premiere"], "16 November 2001": ["hp-us"]}
+    assert result.usage.total.calls == 2
+    assert set(result.usage.by_node) == {"rag_extract", "rag_generate"}
+    assert result.usage.total.input_tokens == sum(u.input_tokens for u in result.usage.by_node.values()) > 0
+
+
+def test_rag_top_k_is_a_per_run_option(collection, scripted):
+    name, _ = scripted({"rag_extract": EXTRACT, "rag_generate": GENERATE})
+    assert len(agent.run(QUESTION, llm=name, collection=collection, top_k=2).passages) == 2
+
+
+def test_rag_generation_sees_the_extracted_pairs(collection, scripted):
+    name, model = scripted({"rag_extract": EXTRACT, "rag_generate": GENERATE})
+    agent.run(QUESTION, llm=name, collection=collection)
+    generate_call = model.calls[1]
+    assert "DA 2: 16 November 2001" in generate_call.user
+    assert generate_call.user.index("[1]") < generate_call.user.index(QUESTION)
+
+
+def test_unparseable_extraction_falls_back_to_no_pairs_and_still_answers(collection, scripted):
+    name, model = scripted({"rag_extract": "I don't know.", "rag_generate": GENERATE})
+    result = agent.run(QUESTION, llm=name, collection=collection, retries=1)
+    assert result.disambiguations == []
+    assert result.answer
+    assert model.prompts() == ["rag_extract", "rag_extract", "rag_generate"]
+    assert result.usage.by_node["rag_extract"].calls == 2
+
+
+def test_closed_book_is_one_call_without_passages(collection, scripted):
+    name, model = scripted({"closed_book": "Final Answer: It came out in November 2001, first in London."})
+    result = agent.run(QUESTION, method="closed_book", llm=name, collection=collection)
+    assert result.answer == "It came out in November 2001, first in London."
+    assert result.passages == [] and result.usage.total.calls == 1
+    assert "Question: " + QUESTION in model.calls[0].user
+
+
+@pytest.mark.parametrize("question", ["", "   \n\t", "x" * 2001])
+def test_empty_or_oversized_questions_are_rejected(question):
+    with pytest.raises(InvalidQuestionError):
+        agent.run(question, llm="fake")
+
+
+def test_unknown_method_lists_the_methods():
+    with pytest.raises(UnknownMethodError, match="closed_book, rag"):
+        agent.run(QUESTION, method="magic", llm="fake")
+
+
+def test_missing_collection_is_a_typed_error(home, scripted):
+    name, _ = scripted({})
+    with pytest.raises(CollectionError, match="run `ambigqa ingest"):
+        agent.run(QUESTION, llm=name, collection="absent")
+
+
+def test_graphs_export_the_shared_contract():
+    from graphs.closed_book import graph as closed_book
+    from graphs.rag import graph as rag
+
+    for graph in (closed_book, rag):
+        assert graph.get_input_jsonschema()["required"] == ["question"]
+        assert set(graph.get_output_jsonschema()["properties"]) == {"answer", "disambiguations", "passages", "usage"}

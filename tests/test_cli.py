@@ -1,0 +1,68 @@
+"""The CLI as a user runs it (a subprocess): clear one-line errors, non-zero exits, JSON output, demo auto-ingest."""
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+
+def cli(*args: str, home) -> subprocess.CompletedProcess:
+    env = {**os.environ, "AMBIGQA_HOME": str(home), "PYTHONPATH": os.getcwd()}
+    return subprocess.run([sys.executable, "-m", "agent", *args], capture_output=True, text=True, env=env, timeout=300)
+
+
+def assert_one_line_error(proc: subprocess.CompletedProcess, fragment: str) -> None:
+    assert proc.returncode != 0
+    assert "Traceback" not in proc.stderr
+    lines = [line for line in proc.stderr.splitlines() if line.startswith("error:")]
+    assert len(lines) == 1 and fragment in lines[0], proc.stderr
+
+
+def test_empty_question(home):
+    assert_one_line_error(cli("ask", "  ", "--llm", "fake", home=home), "the question is empty")
+
+
+def test_oversized_question(home):
+    assert_one_line_error(cli("ask", "why " * 600, "--llm", "fake", home=home), "the limit is 2,000")
+
+
+def test_unknown_method(home):
+    assert_one_line_error(cli("ask", "Who?", "--method", "oracle", "--llm", "fake", home=home), "unknown method 'oracle'")
+
+
+def test_missing_collection(home):
+    assert_one_line_error(cli("ask", "Who?", "--llm", "fake", "-c", "nothing-here", home=home), "does not exist")
+
+
+def test_unknown_llm_provider(home, collection):
+    assert_one_line_error(cli("ask", "Who?", "--llm", "gpt-99", "-c", collection, home=home), "unknown LLM provider")
+
+
+def test_ingest_of_a_bad_file(home, tmp_path):
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text("{oops\n")
+    assert_one_line_error(cli("ingest", str(bad), "-c", "badfile", home=home), "nothing was ingested")
+
+
+def test_ingest_reports_added_and_skipped(home, corpus_file):
+    first = cli("ingest", str(corpus_file), "-c", "cli-corpus", home=home)
+    again = cli("ingest", str(corpus_file), "-c", "cli-corpus", home=home)
+    assert first.returncode == 0 and "6 added" in first.stdout and "passages/s" in first.stdout
+    assert again.returncode == 0 and "0 added, 6 already stored" in again.stdout
+
+
+def test_demo_question_end_to_end_as_json_with_progress(tmp_path):
+    proc = cli("ask", "When was the first pirates of the caribbean movie released?", "--llm", "fake", "--json", home=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    result = json.loads(proc.stdout)
+    assert result["method"] == "rag" and result["answer"]
+    assert len(result["passages"]) == 5 and result["usage"]["total"]["calls"] == 2
+    assert "retrieve" in proc.stderr and "rag_generate" in proc.stderr  # live per-node progress
+
+
+@pytest.mark.parametrize("args", [["--help"], ["ask", "--help"], ["ingest", "--help"]])
+def test_help(args, home):
+    proc = cli(*args, home=home)
+    assert proc.returncode == 0 and "Usage" in proc.stdout

@@ -1,0 +1,151 @@
+"""The LLM factory, the call helper (parse, retry, fallback, usage) and the model-file assembly."""
+
+import socket
+import sys
+import textwrap
+
+import pytest
+
+from agent.errors import ConfigError, LLMUnavailableError, ModelFileError
+from agent.fake_llm import ScriptedChatModel
+from agent.llm import get_chat_model, json_response_format
+from agent.llm_calls import LLMOptions, OutputError, ask, run_concurrently
+from agent.model_files import GGUFModel, MODELS, ensure_gguf
+from agent.parsing import parse_disambiguations, parse_yes_no
+from agent.schemas import ExtractedPairs
+
+
+def test_fake_provider_is_a_scripted_model():
+    assert isinstance(get_chat_model("fake"), ScriptedChatModel)
+
+
+def test_unknown_provider_names_the_choices():
+    with pytest.raises(ConfigError, match="local, openai, fake"):
+        get_chat_model("gpt-99")
+
+
+def test_openai_provider_without_credentials_is_a_config_error(monkeypatch):
+    from agent.settings import Settings
+
+    with pytest.raises(ConfigError, match="AMBIGQA_OPENAI_API_KEY"):
+        get_chat_model("openai", Settings(openai_api_key=None, openai_base_url=None))
+
+
+def test_constrained_output_format_per_provider():
+    schema = ExtractedPairs.model_json_schema()
+    assert json_response_format("local", schema) == {"type": "json_object", "schema": schema}
+    assert json_response_format("openai", schema)["type"] == "json_schema"
+    assert json_response_format("fake", schema) is None
+
+
+def test_prompt_puts_the_per_call_part_last(scripted):
+    name, model = scripted({"rag_extract": "DQ 1: Q?\nDA 1: A"})
+    ask("rag_extract", LLMOptions(llm=name), parse=parse_disambiguations, passages="[1] T | text", question="Which?")
+    system, user = model.calls[0].messages
+    assert "DQ 1:" in system.content and "Which?" not in system.content
+    assert user.content.index("[1] T | text") < user.content.index("Which?")
+    assert user.content.rstrip().endswith("Disambiguations:")
+
+
+def test_malformed_output_is_retried_then_parsed(scripted):
+    name, model = scripted({"rag_extract": ["I cannot help.", "DQ 1: Q?\nDA 1: A"]})
+    reply = ask("rag_extract", LLMOptions(llm=name, retries=2), parse=parse_disambiguations, passages="", question="q")
+    assert reply.parsed and reply.attempts == 2
+    assert reply.usage.calls == 2 and reply.usage.input_tokens > 0
+    assert [p.answer for p in reply.value] == ["A"]
+
+
+def test_retries_are_bounded_then_the_fallback_is_used(scripted):
+    name, model = scripted({"closed_book": "?"})
+    reply = ask("closed_book", LLMOptions(llm=name, retries=1), parse=parse_yes_no, fallback=False, question="q")
+    assert reply.parsed is False and reply.value is False
+    assert len(model.calls) == 2
+
+
+def test_without_fallback_unusable_output_raises(scripted):
+    name, _ = scripted({"closed_book": "?"})
+    with pytest.raises(OutputError, match="no usable output after 1 attempts"):
+        ask("closed_book", LLMOptions(llm=name, retries=0), parse=parse_yes_no, question="q")
+
+
+def test_generation_settings_reach_the_model(scripted):
+    name, model = scripted({"closed_book": "Yes"})
+    ask("closed_book", LLMOptions(llm=name, temperature=0.3, max_tokens=300), parse=parse_yes_no, question="q")
+    assert model.calls[0].kwargs["temperature"] == 0.3 and model.calls[0].kwargs["max_tokens"] == 300
+
+
+def test_unreachable_endpoint_is_a_clear_error(monkeypatch):
+    from langchain_openai import ChatOpenAI
+
+    from agent.llm import register_model, unregister_model
+
+    with socket.socket() as s:  # a loopback port with nothing listening
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    register_model("down", ChatOpenAI(base_url=f"http://127.0.0.1:{port}/v1", api_key="x", model="m", max_retries=0, timeout=2))
+    try:
+        with pytest.raises(LLMUnavailableError, match="unreachable"):
+            ask("closed_book", LLMOptions(llm="down"), parse=parse_yes_no, question="q")
+    finally:
+        unregister_model("down")
+
+
+def test_run_concurrently_keeps_order_and_overlaps():
+    import threading
+    import time
+
+    active, peak, lock = [0], [0], threading.Lock()
+
+    def work(i):
+        with lock:
+            active[0] += 1
+            peak[0] = max(peak[0], active[0])
+        time.sleep(0.05)
+        with lock:
+            active[0] -= 1
+        return i * 2
+
+    assert run_concurrently(work, range(6)) == [0, 2, 4, 6, 8, 10]
+    assert peak[0] > 1
+
+
+def _fake_parts(tmp_path, monkeypatch, contents: list[bytes], prefix: str) -> None:
+    for i, data in enumerate(contents, 1):
+        pkg = tmp_path / f"{prefix}{i}"
+        (pkg / "data").mkdir(parents=True)
+        (pkg / "data" / "part.bin").write_bytes(data)
+        (pkg / "__init__.py").write_text(textwrap.dedent("""
+            import os
+            def get_part_path():
+                return os.path.join(os.path.dirname(__file__), "data", "part.bin")
+        """))
+    monkeypatch.syspath_prepend(str(tmp_path))
+
+
+def test_gguf_is_assembled_verified_and_reused(tmp_path, monkeypatch):
+    import hashlib
+
+    _fake_parts(tmp_path / "pkgs", monkeypatch, [b"GGUF", b"-body"], "tiny_gguf_ok_part")
+    model = GGUFModel("tiny", "tiny_gguf_ok_part", "tiny-gguf-ok-part", 2, 9, hashlib.sha256(b"GGUF-body").hexdigest())
+    monkeypatch.setitem(MODELS, "tiny", model)
+    path = ensure_gguf("tiny", tmp_path / "models")
+    assert path.read_bytes() == b"GGUF-body"
+    assert ensure_gguf("tiny", tmp_path / "models") == path
+
+
+def test_missing_gguf_part_names_the_package(tmp_path, monkeypatch):
+    model = GGUFModel("gone", "no_such_gguf_part", "no-such-gguf-part", 3, 10, "0" * 64)
+    monkeypatch.setitem(MODELS, "gone", model)
+    with pytest.raises(ModelFileError, match="'no-such-gguf-part1' is not installed"):
+        ensure_gguf("gone", tmp_path)
+
+
+def test_corrupt_gguf_part_is_rejected_and_nothing_is_cached(tmp_path, monkeypatch):
+    import hashlib
+
+    _fake_parts(tmp_path / "pkgs", monkeypatch, [b"GGUF", b"-bodY"], "tiny_gguf_bad_part")
+    model = GGUFModel("bad", "tiny_gguf_bad_part", "tiny-gguf-bad-part", 2, 9, hashlib.sha256(b"GGUF-body").hexdigest())
+    monkeypatch.setitem(MODELS, "bad", model)
+    with pytest.raises(ModelFileError, match="corrupt"):
+        ensure_gguf("bad", tmp_path / "models")
+    assert not any((tmp_path / "models").iterdir())

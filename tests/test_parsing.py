@@ -1,0 +1,80 @@
+import pytest
+
+from agent.parsing import (
+    ParseError,
+    extract_json,
+    parse_ambiguity,
+    parse_disambiguations,
+    parse_long_answer,
+    parse_numbered_list,
+    parse_true_false,
+    parse_yes_no,
+)
+
+
+def test_dq_da_pairs_one_per_line():
+    text = "DQ 1: When was the world premiere?\nDA 1: 4 November 2001\nDQ 2: When was the US release?\nDA 2: 16 November 2001"
+    pairs = parse_disambiguations(text)
+    assert [(p.question, p.answer) for p in pairs] == [
+        ("When was the world premiere?", "4 November 2001"),
+        ("When was the US release?", "16 November 2001"),
+    ]
+
+
+def test_dq_da_pairs_inline_as_in_the_paper_table():
+    text = "Disambiguations: DQ 1: Who scored most in a career? DA 1: Josef Bican DQ 2: Who scored most in one game? DA 2: Archie Thompson"
+    pairs = parse_disambiguations(text)
+    assert [p.answer for p in pairs] == ["Josef Bican", "Archie Thompson"]
+
+
+def test_dq_da_stops_before_a_trailing_answer_section():
+    pairs = parse_disambiguations("DQ 1: Q one?\nDA 1: A one\n\nAnswer: a long answer that is not part of DA 1.")
+    assert pairs[0].answer == "A one"
+
+
+def test_dq_da_from_constrained_json():
+    pairs = parse_disambiguations('{"disambiguations": [{"question": "Q?", "answer": "A"}, {"question": "", "answer": "x"}]}')
+    assert [(p.question, p.answer) for p in pairs] == [("Q?", "A")]
+
+
+def test_dq_da_without_pairs_raises():
+    with pytest.raises(ParseError):
+        parse_disambiguations("I am not sure what you mean.")
+
+
+def test_yes_no_and_true_false_tolerate_chatter_and_json():
+    assert parse_yes_no("Response: Yes.") is True
+    assert parse_yes_no("no, the passages do not say") is False
+    assert parse_yes_no('{"verdict": "No"}') is False
+    assert parse_true_false("It is TRUE that ...") is True
+    with pytest.raises(ParseError):
+        parse_yes_no("maybe")
+    with pytest.raises(ParseError):
+        parse_true_false("perhaps")
+
+
+def test_numbered_list_formats():
+    assert parse_numbered_list("1: First?\n2. Second?\n- Third?") == ["First?", "Second?", "Third?"]
+    assert parse_numbered_list('{"interpretations": ["A?", "B?"]}') == ["A?", "B?"]
+    with pytest.raises(ParseError):
+        parse_numbered_list("")
+
+
+def test_ambiguity_types_and_reason():
+    types, reason = parse_ambiguity('##Reason: "Who" may be men or women. ##Answer: [AmbSub], [AmbTime]')
+    assert types == ["AmbSub", "AmbTime"]
+    assert reason == '"Who" may be men or women.'
+    assert parse_ambiguity("##Reason: clear. ##Answer: [N/A]")[0] == ["N/A"]
+    assert parse_ambiguity('{"reason": "r", "types": ["AmbLoc"]}') == (["AmbLoc"], "r")
+    with pytest.raises(ParseError):
+        parse_ambiguity("no idea")
+
+
+def test_long_answer_strips_the_echoed_label():
+    assert parse_long_answer("Final Answer: It premiered in 2001 in London.") == "It premiered in 2001 in London."
+    with pytest.raises(ParseError):
+        parse_long_answer("Answer:")
+
+
+def test_extract_json_skips_prose_and_fences():
+    assert extract_json('Sure! ```json\n{"a": [1, 2]}\n```') == {"a": [1, 2]}

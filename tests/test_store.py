@@ -1,0 +1,86 @@
+"""Ingest and retrieval on real Chroma in a temp dir with the real MiniLM encoder."""
+
+import json
+
+import pytest
+
+from agent.errors import CollectionError, IngestError
+from agent.ingest import ingest
+from agent.store import open_store
+from tests.conftest import PASSAGES
+
+
+def test_retrieval_ranks_the_relevant_passages_first(collection):
+    hits = open_store(collection).search("When did the Harry Potter film come out?", 3)
+    assert {h.id for h in hits[:2]} <= {"hp-premiere", "hp-us", "hp-book"}
+    assert hits[0].score >= hits[1].score >= hits[2].score
+
+
+def test_reingesting_an_unchanged_corpus_embeds_nothing(collection, corpus_file):
+    report = ingest(corpus_file, collection, progress=False)
+    assert report.added == 0 and report.skipped == len(PASSAGES)
+    assert open_store(collection).count() == len(PASSAGES)
+
+
+def test_ingest_adds_only_new_passages(home, tmp_path):
+    first = tmp_path / "a.jsonl"
+    first.write_text("".join(json.dumps(p) + "\n" for p in PASSAGES[:3]))
+    assert ingest(first, "grow", progress=False).added == 3
+    more = tmp_path / "b.jsonl"
+    more.write_text("".join(json.dumps(p) + "\n" for p in PASSAGES))
+    report = ingest(more, "grow", progress=False)
+    assert (report.added, report.skipped) == (3, 3)
+
+
+def test_a_bad_file_leaves_the_collection_untouched(collection, tmp_path):
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text(json.dumps({"id": "new", "title": "t", "text": "fresh passage"}) + "\n{not json\n")
+    with pytest.raises(IngestError, match="bad.jsonl:2"):
+        ingest(bad, collection, progress=False)
+    assert open_store(collection).count() == len(PASSAGES)
+
+
+def test_missing_fields_and_files_are_clear_errors(home, tmp_path):
+    no_text = tmp_path / "no_text.jsonl"
+    no_text.write_text(json.dumps({"id": "x", "title": "t"}) + "\n")
+    with pytest.raises(IngestError, match="no_text.jsonl:1"):
+        ingest(no_text, "whatever", progress=False)
+    with pytest.raises(IngestError, match="does not exist"):
+        ingest(tmp_path / "nope.jsonl", "whatever", progress=False)
+    with pytest.raises(IngestError, match="at least 3 characters"):
+        ingest(no_text, "ab", progress=False)
+
+
+def test_missing_and_empty_collections_say_run_ingest(home):
+    from agent.store import get_client
+
+    with pytest.raises(CollectionError, match="does not exist: run `ambigqa ingest"):
+        open_store("never-made")
+    from agent.embeddings import MiniLMEmbeddingFunction
+
+    get_client().get_or_create_collection("hollow", embedding_function=MiniLMEmbeddingFunction())
+    with pytest.raises(CollectionError, match="is empty"):
+        open_store("hollow")
+
+
+def test_collection_reopens_without_passing_the_embedding_function(collection):
+    from agent.store import get_client
+
+    reopened = get_client().get_collection(collection)  # our function is registered by name
+    hits = reopened.query(query_texts=["volcano in Sicily"], n_results=1)
+    assert hits["metadatas"][0][0]["doc_id"] == "volcano"
+
+
+def test_stored_embeddings_are_returned_not_recomputed(collection):
+    store = open_store(collection)
+    hits = store.search("Sourdough bread", 2)
+    vectors = store.embeddings(hits)
+    assert vectors.shape == (2, 384)
+    assert float(vectors[0] @ vectors[0]) == pytest.approx(1.0, abs=1e-3)
+
+
+def test_bm25_ranks_by_term_overlap(collection):
+    from agent.bm25 import bm25_index
+
+    ranked = bm25_index(open_store(collection)).search("stratovolcano Sicily", 2)
+    assert ranked[0].id == "volcano"
