@@ -34,7 +34,7 @@ def load_encoder() -> "SentenceTransformer":
     return SentenceTransformer(str(get_model_path()), device="cpu", local_files_only=True)
 
 
-def embed(texts: list[str], batch_size: int = 64) -> np.ndarray:
+def embed(texts: list[str], batch_size: int = 32) -> np.ndarray:
     """Unit-normalised float32 embeddings, one row per text (cosine similarity = dot product)."""
     if not texts:
         return np.zeros((0, 384), dtype=np.float32)
