@@ -113,6 +113,64 @@ def ingest(
     )
 
 
+def _methods(value: str) -> list[str]:
+    return [m.strip() for m in value.split(",") if m.strip()]
+
+
+@app.command("eval")
+def eval_command(
+    dataset: Path = typer.Option(..., "--dataset", help="ASQA-style (qa_pairs, long_answers) or HotpotQA-style (answers) JSONL"),
+    corpus: Optional[Path] = typer.Option(None, "--corpus", help="passages JSONL; ingested (idempotently) first"),
+    collection: Optional[str] = typer.Option(None, "--collection", "-c", help="collection (default: the corpus folder's name)"),
+    methods: str = typer.Option("closed_book,rag", "--methods", help="comma-separated methods"),
+    limit: Optional[int] = typer.Option(None, "--limit", min=1, help="first N questions"),
+    llm: Optional[str] = typer.Option(None, "--llm", help="local (default) | openai | fake"),
+    out: Path = typer.Option(Path("runs/eval"), "--out", help="results.jsonl, summary.json, summary.md, quality_vs_time.png"),
+    reader: Optional[str] = typer.Option(None, "--reader", help="local extractive QA model dir for Disambig-F1 and DR"),
+) -> None:
+    """Run methods side by side on a dataset; resumable (finished runs in OUT/results.jsonl are skipped)."""
+    from agent.errors import AgentError
+    from agent.eval.harness import EvalConfig, evaluate
+
+    config = EvalConfig(
+        dataset=dataset, corpus=corpus, collection=collection, methods=_methods(methods), limit=limit, llm=llm, out=out, reader=reader
+    )
+    try:
+        evaluate(config, log=lambda line: err.print(line, highlight=False))
+    except AgentError as exc:
+        _fail(f"{exc} (finished runs are kept in {out / 'results.jsonl'})")
+    except KeyboardInterrupt:
+        _fail(f"interrupted; finished runs are kept in {out / 'results.jsonl'} and a re-run resumes", 130)
+    out_text = (out / "summary.md").read_text()
+    print(out_text)
+    err.print(f"[dim]written: {out}/results.jsonl, summary.json, summary.md, quality_vs_time.png[/]", highlight=False)
+
+
+@app.command()
+def bench(
+    corpus: Path = typer.Option(Path("../shared/data/asqa/corpus.jsonl"), "--corpus", help="passages JSONL"),
+    dataset: Path = typer.Option(Path("../shared/data/asqa/dev.jsonl"), "--dataset", help="questions JSONL"),
+    collection: str = typer.Option("asqa", "--collection", "-c"),
+    methods: str = typer.Option("closed_book,rag", "--methods"),
+    questions: int = typer.Option(3, "--questions", min=1, help="questions per method for the orchestration figure"),
+    out: Optional[Path] = typer.Option(None, "--out", help="also write the figures as JSON here"),
+) -> None:
+    """LLM-free performance: ingest passages/s, retrieval p50/p95, orchestration overhead per method."""
+    from agent.errors import AgentError
+    from agent.eval.bench import format_bench, run_bench
+
+    try:
+        results = run_bench(corpus, dataset, collection, _methods(methods), questions, log=lambda line: err.print(line, highlight=False))
+    except AgentError as exc:
+        _fail(str(exc))
+    if out:
+        import json
+
+        out.parent.mkdir(parents=True, exist_ok=True)
+        out.write_text(json.dumps(results, indent=2))
+    print(format_bench(results))
+
+
 def main() -> None:
     try:
         app()

@@ -1,0 +1,126 @@
+"""``ambigqa bench``: LLM-free performance figures — ingest rate, retrieval latency, orchestration overhead."""
+
+from __future__ import annotations
+
+import json
+import statistics
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from agent.eval.datasets import load_examples
+
+
+def _percentile(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))]
+
+
+def ingest_rate(corpus: Path, sample: int = 512) -> dict[str, float]:
+    """Passages/s embedding and storing ``sample`` passages into a fresh store, and the unchanged re-run's time."""
+    from agent.ingest import ingest
+    from agent.settings import Settings
+
+    with tempfile.TemporaryDirectory() as tmp:
+        part = Path(tmp) / "sample.jsonl"
+        with corpus.open() as src, part.open("w") as dst:
+            for _, line in zip(range(sample), src):
+                dst.write(line)
+        settings = Settings(home=Path(tmp) / "home")
+        first = ingest(part, "bench", settings=settings, progress=False)
+        again = ingest(part, "bench", settings=settings, progress=False)
+    return {"passages": first.added, "passages_per_s": round(first.passages_per_s, 1), "rerun_s": again.seconds}
+
+
+def retrieval_latency(collection: str, questions: list[str], k: int = 5) -> dict[str, float]:
+    from agent.store import open_store
+
+    store = open_store(collection)
+    store.search(questions[0], k)  # load the encoder before timing
+    latencies = []
+    for question in questions:
+        start = time.perf_counter()
+        store.search(question, k)
+        latencies.append((time.perf_counter() - start) * 1000)
+    return {
+        "passages": store.count(),
+        "queries": len(latencies),
+        "p50_ms": round(_percentile(latencies, 0.5), 1),
+        "p95_ms": round(_percentile(latencies, 0.95), 1),
+    }
+
+
+def _union_seconds(intervals: list[tuple[float, float]]) -> float:
+    """Length of the union of [start, end] intervals: the time at least one LLM call was running."""
+    total, current_end = 0.0, float("-inf")
+    for start, end in sorted(intervals):
+        if start > current_end:
+            total += end - start
+            current_end = end
+        elif end > current_end:
+            total += end - current_end
+            current_end = end
+    return total
+
+
+def orchestration_overhead(methods: list[str], questions: list[str], collection: str, latency: float = 0.2) -> dict[str, Any]:
+    """Graph wall time ÷ critical-path LLM time with a scripted LLM that sleeps ``latency`` s per call."""
+    from agent.fake_llm import DEMO_SCRIPT, ScriptedChatModel
+    from agent.runner import run
+
+    report = {}
+    for method in methods:
+        ratios, calls, walls = [], [], []
+        for question in questions:
+            model = ScriptedChatModel(script=dict(DEMO_SCRIPT), default="Yes.", latency=latency)
+            start = time.perf_counter()
+            run(question, method=method, llm=model, collection=collection)
+            wall = time.perf_counter() - start
+            critical = _union_seconds([(c.started, c.ended) for c in model.calls])
+            ratios.append(wall / critical if critical else float("nan"))
+            calls.append(len(model.calls))
+            walls.append(wall)
+        report[method] = {
+            "llm_calls": round(statistics.fmean(calls), 1),
+            "wall_s": round(statistics.fmean(walls), 2),
+            "wall_over_critical_path": round(statistics.fmean(ratios), 2),
+        }
+    return report
+
+
+def run_bench(
+    corpus: Path, dataset: Path, collection: str, methods: list[str], questions: int = 3, log: Callable[[str], None] = print
+) -> dict[str, Any]:
+    from agent.ingest import ingest
+
+    examples = load_examples(dataset)
+    results: dict[str, Any] = {}
+    log("ingest rate …")
+    results["ingest"] = ingest_rate(corpus)
+    report = ingest(corpus, collection, progress=True)  # idempotent: a stored corpus costs one id lookup
+    log(f"collection {collection}: {report.added} added, {report.skipped} already stored")
+    log("retrieval latency …")
+    results["retrieval"] = retrieval_latency(collection, [e.question for e in examples])
+    log("orchestration overhead …")
+    results["orchestration"] = orchestration_overhead(methods, [e.question for e in examples[:questions]], collection)
+    return results
+
+
+def format_bench(results: dict[str, Any]) -> str:
+    lines = ["## bench", ""]
+    i = results.get("ingest")
+    if i:
+        lines.append(f"- ingest: {i['passages_per_s']} passages/s ({i['passages']} passages); unchanged re-run {i['rerun_s']} s")
+    r = results.get("retrieval")
+    if r:
+        lines.append(f"- retrieval top-5 over {r['passages']:,} passages: p50 {r['p50_ms']} ms, p95 {r['p95_ms']} ms ({r['queries']} queries)")
+    o = results.get("orchestration")
+    if o:
+        lines += ["", "| method | LLM calls | wall s | wall ÷ critical-path LLM time |", "|---|---|---|---|"]
+        lines += [f"| {m} | {v['llm_calls']} | {v['wall_s']} | {v['wall_over_critical_path']} |" for m, v in o.items()]
+    for key, value in results.items():
+        if key not in {"ingest", "retrieval", "orchestration"}:
+            lines.append(f"- {key}: {json.dumps(value)}")
+    return "\n".join(lines)

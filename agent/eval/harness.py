@@ -1,0 +1,223 @@
+"""``ambigqa eval``: every method on the same questions with the same LLM; resumable, with a summary and a plot.
+
+Each finished (method, question) is appended to ``OUT/results.jsonl`` at once, so a crash or Ctrl-C loses nothing
+and a re-run skips what is done (failed runs are retried). ``summary.json``/``summary.md``/``quality_vs_time.png``
+are rewritten from the results file at the end.
+"""
+
+from __future__ import annotations
+
+import json
+import statistics
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, Field
+
+from agent.errors import AgentError, CollectionError, ConfigError, LLMUnavailableError, ModelFileError
+from agent.eval import metrics as m
+from agent.eval.datasets import Example, load_examples
+from agent.schemas import RunResult
+
+FATAL = (LLMUnavailableError, ConfigError, CollectionError, ModelFileError)  # every later run would fail too
+
+
+class EvalConfig(BaseModel):
+    dataset: Path
+    methods: list[str]
+    out: Path
+    corpus: Path | None = None
+    collection: str | None = None
+    limit: int | None = None
+    llm: str | None = None
+    reader: str | None = Field(default=None, description="local extractive QA model dir for Disambig-F1 / DR")
+    options: dict[str, Any] = Field(default_factory=dict)
+
+
+def score(example: Example, result: RunResult, reader: m.Reader | None = None) -> dict[str, float]:
+    texts = [f"{p.title} {p.text}" for p in result.passages]
+    if example.kind == "asqa":
+        golds = example.short_answers
+        scores = {
+            "str_em": m.str_em(result.answer, golds),
+            "rouge_l": m.rouge_l(result.answer, example.long_answers),
+            "mrecall@5": m.mrecall_at_k(texts, golds, 5),
+            "coverage": m.answer_coverage(texts, golds),
+        }
+        if reader is not None:
+            pairs = [(p.question, p.short_answers) for p in example.qa_pairs]
+            scores["disambig_f1"] = m.disambig_f1(result.answer, pairs, reader)
+            scores["dr"] = m.dr_score(scores["disambig_f1"], scores["rouge_l"])
+        return scores
+    return {
+        "em": m.best_over(m.exact_match, result.answer, example.answers),
+        "f1": m.best_over(m.token_f1, result.answer, example.answers),
+        "acc": m.answer_accuracy(result.answer, example.answers),
+        "support_recall@10": m.support_recall([p.id for p in result.passages[:10]], example.supporting_ids),
+    }
+
+
+def run_one(example: Example, method: str, config: EvalConfig, reader: m.Reader | None) -> dict[str, Any]:
+    from agent.runner import run
+
+    top_level_last = [time.perf_counter()]
+    critical = [0.0]
+
+    def on_node(node: str, update: dict[str, Any], _seconds: float) -> None:
+        if "/" in node:  # a subgraph's node: its parent node's time covers it
+            return
+        now = time.perf_counter()
+        usage = update.get("usage")
+        if usage is not None and getattr(usage, "total", None) is not None and usage.total.calls:
+            critical[0] += now - top_level_last[0]  # LLM rounds run one after another; fan-outs overlap
+        top_level_last[0] = now
+
+    result = run(example.question, method=method, llm=config.llm, collection=config.collection, on_node=on_node, **config.options)
+    total = result.usage.total
+    return {
+        "method": method,
+        "id": example.id,
+        "question": example.question,
+        "answer": result.answer,
+        "disambiguations": [d.model_dump() for d in result.disambiguations],
+        "passage_ids": [p.id for p in result.passages],
+        "metrics": score(example, result, reader),
+        "cost": {
+            "llm_calls": total.calls,
+            "input_tokens": total.input_tokens,
+            "output_tokens": total.output_tokens,
+            "seconds": result.seconds,
+            "critical_path_s": round(critical[0], 3),
+        },
+    }
+
+
+def _done(results_path: Path) -> set[tuple[str, str]]:
+    if not results_path.is_file():
+        return set()
+    done = set()
+    for line in results_path.read_text().splitlines():
+        try:
+            row = json.loads(line)
+        except json.JSONDecodeError:
+            continue  # a line cut by a crash is retried
+        if "error" not in row:
+            done.add((row["method"], row["id"]))
+    return done
+
+
+def evaluate(config: EvalConfig, progress: bool = True, log: Callable[[str], None] = print) -> dict[str, Any]:
+    from agent.runner import load_graph
+
+    for method in config.methods:
+        load_graph(method)  # unknown methods fail before any work
+    examples = load_examples(config.dataset, config.limit)
+    if config.corpus is not None:
+        from agent.ingest import ingest
+
+        config.collection = config.collection or config.corpus.parent.name
+        report = ingest(config.corpus, config.collection, progress=progress)
+        log(f"collection {config.collection}: {report.added} added, {report.skipped} already stored")
+    reader = m.hf_reader(config.reader) if config.reader else None
+    if reader is None and examples and examples[0].kind == "asqa":
+        log("Disambig-F1 and DR skipped: no extractive QA reader configured (--reader MODEL_DIR)")
+    config.out.mkdir(parents=True, exist_ok=True)
+    results_path = config.out / "results.jsonl"
+    done = _done(results_path)
+    todo = [(e, method) for e in examples for method in config.methods if (method, e.id) not in done]
+    if done:
+        log(f"resuming: {len(done)} runs already in {results_path}, {len(todo)} to go")
+    bar = None
+    if progress and todo:
+        from tqdm import tqdm
+
+        bar = tqdm(total=len(todo), unit="run", desc="eval")
+    try:
+        with results_path.open("a", encoding="utf-8") as out:
+            for example, method in todo:
+                if bar:
+                    bar.set_postfix_str(f"{method} · {example.id}")
+                try:
+                    row = run_one(example, method, config, reader)
+                except FATAL:
+                    raise
+                except AgentError as exc:
+                    row = {"method": method, "id": example.id, "question": example.question, "error": str(exc)}
+                out.write(json.dumps(row) + "\n")
+                out.flush()
+                if bar:
+                    bar.update(1)
+    finally:
+        if bar:
+            bar.close()
+        summary = summarize(results_path, config.methods)
+        write_reports(summary, config.out)
+    return summary
+
+
+def summarize(results_path: Path, methods: list[str]) -> dict[str, Any]:
+    rows = [json.loads(line) for line in results_path.read_text().splitlines() if line.strip()] if results_path.is_file() else []
+    summary: dict[str, Any] = {}
+    for method in methods:
+        ok = [r for r in rows if r["method"] == method and "error" not in r]
+        failed = sum(1 for r in rows if r["method"] == method and "error" in r)
+        if not ok:
+            continue
+        mean = lambda values: round(statistics.fmean(values), 4)  # noqa: E731
+        summary[method] = {
+            "questions": len(ok),
+            "failed": failed,
+            "metrics": {k: mean([r["metrics"][k] for r in ok if k in r["metrics"]]) for k in ok[0]["metrics"]},
+            "cost_per_question": {k: mean([r["cost"][k] for r in ok]) for k in ok[0]["cost"]},
+        }
+    return summary
+
+
+def _quality_key(summary: dict[str, Any]) -> str:
+    keys = next(iter(summary.values()))["metrics"].keys() if summary else []
+    return next((k for k in ("dr", "str_em", "f1") if k in keys), "str_em")
+
+
+def write_reports(summary: dict[str, Any], out: Path) -> None:
+    (out / "summary.json").write_text(json.dumps(summary, indent=2))
+    if not summary:
+        (out / "summary.md").write_text("No finished runs yet.\n")
+        return
+    metric_keys = list(next(iter(summary.values()))["metrics"])
+    cost_keys = list(next(iter(summary.values()))["cost_per_question"])
+    lines = ["## Quality (mean per question)", "", "| method | n | " + " | ".join(metric_keys) + " |"]
+    lines.append("|---" * (len(metric_keys) + 2) + "|")
+    for method, s in summary.items():
+        lines.append(f"| {method} | {s['questions']} | " + " | ".join(f"{s['metrics'][k]:.3f}" for k in metric_keys) + " |")
+    lines += ["", "## Cost (mean per question)", "", "| method | " + " | ".join(cost_keys) + " |"]
+    lines.append("|---" * (len(cost_keys) + 1) + "|")
+    for method, s in summary.items():
+        lines.append(f"| {method} | " + " | ".join(f"{s['cost_per_question'][k]:,.1f}" for k in cost_keys) + " |")
+    (out / "summary.md").write_text("\n".join(lines) + "\n")
+    _plot(summary, out / "quality_vs_time.png")
+
+
+def _plot(summary: dict[str, Any], path: Path) -> None:
+    """Quality vs seconds per question, circle size ∝ tokens per question (cf. DIVA Figure 1)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    quality = _quality_key(summary)
+    fig, ax = plt.subplots(figsize=(6, 4), dpi=120)
+    tokens = [s["cost_per_question"]["input_tokens"] + s["cost_per_question"]["output_tokens"] for s in summary.values()]
+    biggest = max(tokens) or 1
+    for (method, s), n_tokens in zip(summary.items(), tokens):
+        x, y = s["cost_per_question"]["seconds"], s["metrics"].get(quality, 0.0)
+        ax.scatter(x, y, s=60 + 900 * n_tokens / biggest, alpha=0.5)
+        ax.annotate(method, (x, y), textcoords="offset points", xytext=(6, 6))
+    ax.set_xlabel("seconds per question")
+    ax.set_ylabel(quality)
+    ax.set_title("Quality vs time (circle size: tokens per question)")
+    ax.grid(alpha=0.3)
+    fig.tight_layout()
+    fig.savefig(path)
+    plt.close(fig)

@@ -1,0 +1,124 @@
+"""Evaluation metrics for ASQA (STR-EM, ROUGE-L, Disambig-F1, DR, MRecall@k) and HotpotQA (EM, F1, support recall).
+
+Definitions follow ALCE (STR-EM: share of gold disambiguations whose short answer appears in the response),
+ASQA (ROUGE-L against the best long answer; Disambig-F1 from an extractive QA reader; DR = sqrt(D-F1 × ROUGE-L)),
+ToC/DIVA (MRecall@k) and SQuAD/HotpotQA (token F1).
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections import Counter
+from collections.abc import Callable, Sequence
+from functools import lru_cache
+
+from agent.text import normalize_answer
+
+Reader = Callable[[str, str], str]  # (question, context) → extracted answer span
+
+
+def _present(answer: str, text: str) -> bool:
+    needle = normalize_answer(answer)
+    return bool(needle) and needle in normalize_answer(text)
+
+
+def str_em(response: str, short_answers: Sequence[Sequence[str]]) -> float:
+    """Share of gold disambiguations (each a list of acceptable short answers) found in the response."""
+    if not short_answers:
+        return 0.0
+    return sum(any(_present(a, response) for a in answers) for answers in short_answers) / len(short_answers)
+
+
+@lru_cache(maxsize=1)
+def _rouge():
+    from rouge_score import rouge_scorer
+
+    return rouge_scorer.RougeScorer(["rougeLsum"], use_stemmer=True)
+
+
+def _sentences(text: str) -> str:
+    """rougeLsum splits summaries on newlines: one sentence per line."""
+    return "\n".join(s for s in re.split(r"(?<=[.!?])\s+", text.strip()) if s)
+
+
+def rouge_l(response: str, long_answers: Sequence[str]) -> float:
+    """ROUGE-Lsum F-measure (stemmed) against the best-matching reference."""
+    if not long_answers or not response.strip():
+        return 0.0
+    prediction = _sentences(response)
+    return max(_rouge().score(_sentences(ref), prediction)["rougeLsum"].fmeasure for ref in long_answers)
+
+
+def token_f1(prediction: str, gold: str) -> float:
+    pred, ref = normalize_answer(prediction).split(), normalize_answer(gold).split()
+    common = sum((Counter(pred) & Counter(ref)).values())
+    if not pred or not ref or common == 0:
+        return 0.0
+    precision, recall = common / len(pred), common / len(ref)
+    return 2 * precision * recall / (precision + recall)
+
+
+def exact_match(prediction: str, gold: str) -> float:
+    return float(normalize_answer(prediction) == normalize_answer(gold))
+
+
+def disambig_f1(response: str, qa_pairs: Sequence[tuple[str, Sequence[str]]], reader: Reader) -> float:
+    """ASQA's D-F1: the reader answers each gold disambiguated question from the response; mean best token F1."""
+    if not qa_pairs:
+        return 0.0
+    scores = []
+    for question, answers in qa_pairs:
+        predicted = reader(question, response)
+        scores.append(max((token_f1(predicted, a) for a in answers), default=0.0))
+    return sum(scores) / len(scores)
+
+
+def dr_score(d_f1: float, rouge: float) -> float:
+    return math.sqrt(max(d_f1, 0.0) * max(rouge, 0.0))
+
+
+def answer_coverage(passages_text: Sequence[str], short_answers: Sequence[Sequence[str]]) -> float:
+    """Share of gold disambiguations with an acceptable answer in any passage."""
+    if not short_answers:
+        return 0.0
+    blob = " ".join(passages_text)
+    return sum(any(_present(a, blob) for a in answers) for answers in short_answers) / len(short_answers)
+
+
+def mrecall_at_k(passages_text: Sequence[str], short_answers: Sequence[Sequence[str]], k: int = 5) -> float:
+    """1 if the top-k passages hold the answers of all gold disambiguations (of at least k when there are more)."""
+    if not short_answers:
+        return 0.0
+    blob = " ".join(passages_text[:k])
+    found = sum(any(_present(a, blob) for a in answers) for answers in short_answers)
+    return float(found >= min(k, len(short_answers)))
+
+
+def best_over(metric: Callable[[str, str], float], prediction: str, golds: Sequence[str]) -> float:
+    return max((metric(prediction, g) for g in golds), default=0.0)
+
+
+def answer_accuracy(response: str, golds: Sequence[str]) -> float:
+    """1 if any gold answer appears in the response (long answers rarely match exactly)."""
+    return float(any(_present(g, response) for g in golds))
+
+
+def support_recall(passage_ids: Sequence[str], supporting_ids: Sequence[str]) -> float:
+    if not supporting_ids:
+        return 0.0
+    return len(set(passage_ids) & set(supporting_ids)) / len(set(supporting_ids))
+
+
+def hf_reader(model_dir: str) -> Reader:
+    """An extractive QA reader from a local Hugging Face model directory (e.g. a RoBERTa SQuAD model)."""
+    from pathlib import Path
+
+    from agent.errors import ConfigError
+
+    if not (Path(model_dir) / "config.json").is_file():
+        raise ConfigError(f"QA reader directory {model_dir} has no config.json: give a local extractive QA model")
+    from transformers import pipeline
+
+    qa = pipeline("question-answering", model=model_dir, tokenizer=model_dir, device=-1)
+    return lambda question, context: str(qa(question=question, context=context)["answer"]) if context.strip() else ""

@@ -1,0 +1,92 @@
+"""The eval harness end to end on 3 questions with the scripted model: results, resume, summary, plot; and bench."""
+
+import json
+
+import pytest
+
+from agent.eval.harness import EvalConfig, evaluate
+
+ROWS = [
+    {"id": "q1", "question": "When did the Harry Potter film come out?",
+     "qa_pairs": [{"question": "World premiere?", "short_answers": ["4 November 2001"]},
+                  {"question": "US release?", "short_answers": ["16 November 2001"]}],
+     "long_answers": ["It premiered in London on 4 November 2001 and opened in the US on 16 November 2001."]},
+    {"id": "q2", "question": "Where is Mount Etna?",
+     "qa_pairs": [{"question": "Which island?", "short_answers": ["Sicily"]}], "long_answers": ["Etna is on Sicily."]},
+    {"id": "q3", "question": "What is sourdough?",
+     "qa_pairs": [{"question": "What kind of food?", "short_answers": ["bread"]}], "long_answers": ["A bread."]},
+]  # fmt: skip
+SCRIPT = {
+    "rag_extract": "DQ 1: When was the world premiere?\nDA 1: 4 November 2001",
+    "rag_generate": "Answer: It premiered on 4 November 2001 and opened in the US on 16 November 2001.",
+    "closed_book": "Final Answer: Sicily has Etna; the film came out in 2001.",
+}
+
+
+@pytest.fixture
+def dataset(tmp_path):
+    path = tmp_path / "dev.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in ROWS))
+    return path
+
+
+def test_eval_runs_every_method_on_every_question_and_summarises(dataset, collection, scripted, tmp_path):
+    name, model = scripted(SCRIPT)
+    out = tmp_path / "run"
+    summary = evaluate(EvalConfig(dataset=dataset, methods=["closed_book", "rag"], out=out, collection=collection, llm=name), progress=False, log=lambda _: None)
+    rows = [json.loads(line) for line in (out / "results.jsonl").read_text().splitlines()]
+    assert {(r["method"], r["id"]) for r in rows} == {(m, q["id"]) for m in ("closed_book", "rag") for q in ROWS}
+    q1_rag = next(r for r in rows if r["method"] == "rag" and r["id"] == "q1")
+    assert q1_rag["metrics"]["str_em"] == 1.0 and q1_rag["cost"]["llm_calls"] == 2
+    assert 0 < q1_rag["cost"]["critical_path_s"] <= q1_rag["cost"]["seconds"]
+    assert summary["rag"]["questions"] == 3 and summary["closed_book"]["cost_per_question"]["llm_calls"] == 1
+    assert "| rag | 3 |" in (out / "summary.md").read_text()
+    assert (out / "quality_vs_time.png").read_bytes()[:4] == b"\x89PNG"
+
+
+def test_an_interrupted_eval_keeps_finished_runs_and_resumes(dataset, collection, scripted, tmp_path):
+    calls = {"n": 0}
+
+    def flaky_generate(call):
+        calls["n"] += 1
+        if calls["n"] == 2:
+            raise KeyboardInterrupt
+        return SCRIPT["rag_generate"]
+
+    name, _ = scripted({**SCRIPT, "rag_generate": flaky_generate})
+    out = tmp_path / "run"
+    config = EvalConfig(dataset=dataset, methods=["rag"], out=out, collection=collection, llm=name)
+    with pytest.raises(KeyboardInterrupt):
+        evaluate(config, progress=False, log=lambda _: None)
+    assert [json.loads(line)["id"] for line in (out / "results.jsonl").read_text().splitlines()] == ["q1"]
+    logs = []
+    evaluate(config, progress=False, log=logs.append)
+    assert any("resuming: 1 runs already" in line for line in logs)
+    ids = [json.loads(line)["id"] for line in (out / "results.jsonl").read_text().splitlines()]
+    assert ids == ["q1", "q2", "q3"]
+
+
+def test_hotpot_style_rows_get_answer_and_support_metrics(collection, scripted, tmp_path):
+    path = tmp_path / "hotpot.jsonl"
+    path.write_text(json.dumps({"id": "h1", "question": "Where is Mount Etna?", "answers": ["Sicily"], "supporting_ids": ["volcano"]}) + "\n")
+    name, _ = scripted({"rag_extract": "DQ 1: Where?\nDA 1: Sicily", "rag_generate": "Answer: Mount Etna is in Sicily, Italy."})
+    summary = evaluate(EvalConfig(dataset=path, methods=["rag"], out=tmp_path / "o", collection=collection, llm=name), progress=False, log=lambda _: None)
+    metrics = summary["rag"]["metrics"]
+    assert metrics["acc"] == 1.0 and metrics["support_recall@10"] == 1.0 and 0 < metrics["f1"] < 1
+
+
+def test_unknown_method_fails_before_any_run(dataset, tmp_path):
+    from agent.errors import UnknownMethodError
+
+    with pytest.raises(UnknownMethodError):
+        evaluate(EvalConfig(dataset=dataset, methods=["rag", "nope"], out=tmp_path / "o"), progress=False)
+    assert not (tmp_path / "o").exists()
+
+
+def test_orchestration_overhead_compares_wall_time_with_the_llm_critical_path(collection):
+    from agent.eval.bench import _union_seconds, orchestration_overhead
+
+    assert _union_seconds([(0, 1), (0.5, 2), (3, 4)]) == pytest.approx(3.0)
+    report = orchestration_overhead(["rag"], ["Where is Mount Etna?"], collection, latency=0.05)
+    assert report["rag"]["llm_calls"] == 2
+    assert report["rag"]["wall_over_critical_path"] >= 1.0

@@ -1,0 +1,76 @@
+"""Metrics against hand-computed examples."""
+
+import math
+
+import pytest
+
+from agent.eval.metrics import (
+    answer_accuracy,
+    answer_coverage,
+    disambig_f1,
+    dr_score,
+    exact_match,
+    mrecall_at_k,
+    rouge_l,
+    str_em,
+    support_recall,
+    token_f1,
+)
+
+RESPONSE = "The film premiered in London on 4 November 2001. It opened in the US on 16 November 2001."
+
+
+def test_str_em_counts_disambiguations_whose_answer_appears():
+    golds = [["4 November 2001", "November 4, 2001"], ["16 November 2001"], ["2002"]]
+    assert str_em(RESPONSE, golds) == pytest.approx(2 / 3)
+    assert str_em("", golds) == 0.0
+
+
+def test_str_em_normalises_case_punctuation_and_articles():
+    assert str_em("the answer is THE Beatles!", [["Beatles"]]) == 1.0
+
+
+def test_token_f1_and_exact_match_by_hand():
+    # pred tokens: {barack, obama}; gold: {obama}: P = 1/2, R = 1, F1 = 2/3
+    assert token_f1("Barack Obama", "Obama") == pytest.approx(2 / 3)
+    assert token_f1("The Beatles", "beatles") == 1.0
+    assert token_f1("x", "y") == 0.0
+    assert exact_match("The Beatles.", "beatles") == 1.0
+
+
+def test_rouge_l_is_the_best_over_references():
+    assert rouge_l("a b c d", ["a b c d", "z"]) == pytest.approx(1.0)
+    # LCS of "a b x d" vs "a b c d" = 3 tokens: P = R = 3/4
+    assert rouge_l("a b x d", ["a b c d"]) == pytest.approx(0.75)
+    assert rouge_l("", ["a"]) == 0.0
+
+
+def test_disambig_f1_uses_the_reader_on_the_response():
+    def reader(question: str, context: str) -> str:
+        return "4 November 2001" if "premiere" in question else "London"
+
+    pairs = [("When was the premiere?", ["4 November 2001"]), ("When was the US release?", ["16 November 2001"])]
+    assert disambig_f1(RESPONSE, pairs, reader) == pytest.approx(0.5)
+    assert dr_score(0.5, 0.5) == pytest.approx(0.5)
+    assert dr_score(0.25, 1.0) == pytest.approx(math.sqrt(0.25))
+
+
+def test_mrecall_needs_all_answers_when_there_are_at_most_k():
+    passages = ["premiere on 4 November 2001", "unrelated", "US release 16 November 2001"]
+    golds = [["4 November 2001"], ["16 November 2001"]]
+    assert mrecall_at_k(passages, golds, k=5) == 1.0
+    assert mrecall_at_k(passages, golds, k=2) == 0.0  # only the first two passages count; one answer found of 2
+    assert answer_coverage(passages[:2], golds) == 0.5
+
+
+def test_mrecall_with_more_golds_than_k_needs_k_of_them():
+    passages = [f"answer{i}" for i in range(5)]
+    golds = [[f"answer{i}"] for i in range(7)]
+    assert mrecall_at_k(passages, golds, k=5) == 1.0
+    assert mrecall_at_k(passages[:4] + ["none"], golds, k=5) == 0.0
+
+
+def test_hotpot_accuracy_and_support_recall():
+    assert answer_accuracy("It hails from Fujioka, Gunma in Japan.", ["Fujioka, Gunma"]) == 1.0
+    assert answer_accuracy("Tokyo", ["Fujioka, Gunma"]) == 0.0
+    assert support_recall(["a", "b", "c"], ["b", "d"]) == 0.5
