@@ -171,6 +171,36 @@ def bench(
     print(format_bench(results))
 
 
+@app.command()
+def serve(
+    host: str = typer.Option("127.0.0.1", "--host"),
+    port: int = typer.Option(8000, "--port"),
+    llm: Optional[str] = typer.Option(None, "--llm", help="local (default) | openai | fake (scripted, for tests)"),
+    collection: Optional[str] = typer.Option(None, "--collection", "-c"),
+    api_key: Optional[str] = typer.Option(None, "--api-key", envvar="AMBIGQA_API_KEY", help="require this X-API-Key header"),
+    max_concurrent: int = typer.Option(4, "--max-concurrent", min=1, help="graph runs at once; more wait, then 503"),
+    queue_timeout: float = typer.Option(30.0, "--queue-timeout", min=0, help="seconds a request waits for a slot"),
+    max_body_bytes: int = typer.Option(64_000, "--max-body-bytes", min=256),
+) -> None:
+    """Serve every graph over HTTP with LangServe (/METHOD/invoke, /batch, /stream, schemas) and /health."""
+    import uvicorn
+
+    if llm:
+        os.environ["AMBIGQA_LLM"] = llm
+    if collection:
+        os.environ["AMBIGQA_COLLECTION"] = collection
+    from agent.server import create_app
+    from agent.settings import get_settings
+
+    get_settings.cache_clear()
+    app_ = create_app(api_key=api_key, max_concurrent=max_concurrent, queue_timeout=queue_timeout, max_body_bytes=max_body_bytes)
+    from graphs import METHODS
+
+    routes = ", ".join(f"/{m}" for m in METHODS)
+    err.print(f"serving {routes} and /health on http://{host}:{port} (llm: {get_settings().llm})", highlight=False)
+    uvicorn.run(app_, host=host, port=port, log_level="warning")
+
+
 def main() -> None:
     try:
         app()

@@ -43,3 +43,4 @@ def context_of(runtime: Runtime | None, schema: type[C]) -> C:
     if isinstance(context, dict):
         return schema(**context)
     return context
+

@@ -156,5 +156,5 @@ DEMO_SCRIPT: dict[str, Reply] = {
 }
 
 
-def demo_model() -> ScriptedChatModel:
-    return ScriptedChatModel(script=dict(DEMO_SCRIPT), default="Yes.")
+def demo_model(latency: float = 0.0) -> ScriptedChatModel:
+    return ScriptedChatModel(script=dict(DEMO_SCRIPT), default="Yes.", latency=latency)

@@ -48,7 +48,7 @@ def get_chat_model(name: str | None = None, settings: Settings | None = None) ->
     if name == "fake":
         from agent.fake_llm import demo_model
 
-        model = demo_model()
+        model = demo_model(settings.fake_latency)
     elif name == "local":
         from agent.local_server import local_server
 

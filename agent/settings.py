@@ -31,6 +31,8 @@ class Settings(BaseSettings):
     openai_api_key: str | None = None
     openai_model: str = "gpt-4o-mini"
 
+    fake_latency: float = Field(default=0.0, description="seconds each call of the `fake` model sleeps (load tests)")
+
     llm_timeout: float = Field(default=300.0, description="seconds per LLM request")
     llm_max_retries: int = Field(default=2, description="transport retries per LLM request")
 

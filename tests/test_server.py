@@ -1,0 +1,123 @@
+"""The LangServe app over real HTTP: uvicorn on 127.0.0.1 in a subprocess, the scripted (`fake`) LLM."""
+
+import concurrent.futures
+import json
+import os
+import socket
+import subprocess
+import sys
+import time
+
+import httpx
+import pytest
+
+QUESTION = "When did the Harry Potter film come out?"
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _start(home, collection, *args, env_extra=None):
+    port = _free_port()
+    env = {**os.environ, "AMBIGQA_HOME": str(home), "PYTHONPATH": os.getcwd(), **(env_extra or {})}
+    cmd = [sys.executable, "-m", "agent", "serve", "--port", str(port), "--llm", "fake", "-c", collection, *args]
+    proc = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    base = f"http://127.0.0.1:{port}"
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise RuntimeError(proc.stderr.read())
+        try:
+            if httpx.get(f"{base}/health", timeout=1).status_code == 200:
+                return proc, base
+        except httpx.HTTPError:
+            time.sleep(0.3)
+    proc.kill()
+    raise RuntimeError("server did not start")
+
+
+@pytest.fixture(scope="module")
+def server(home, collection):
+    proc, base = _start(home, collection, "--api-key", "sesame", "--max-body-bytes", "4000")
+    yield base
+    proc.terminate()
+    proc.wait(timeout=10)
+
+
+KEY = {"X-API-Key": "sesame"}
+
+
+def test_health_needs_no_key_and_lists_every_method(server):
+    body = httpx.get(f"{server}/health").json()
+    from graphs import METHODS
+
+    assert body["status"] == "ok" and body["methods"] == list(METHODS) and body["llm"] == "fake"
+
+
+def test_invoke_returns_the_output_contract(server):
+    r = httpx.post(f"{server}/rag/invoke", json={"input": {"question": QUESTION}}, headers=KEY, timeout=60)
+    assert r.status_code == 200, r.text
+    output = r.json()["output"]
+    assert output["answer"] and len(output["passages"]) == 5 and output["usage"]["total"]["calls"] == 2
+
+
+def test_per_request_options_through_configurable(server):
+    payload = {"input": {"question": QUESTION}, "config": {"configurable": {"top_k": 2}}}
+    r = httpx.post(f"{server}/rag/invoke", json=payload, headers=KEY, timeout=60)
+    assert len(r.json()["output"]["passages"]) == 2
+
+
+def test_batch_answers_each_question(server):
+    payload = {"inputs": [{"question": QUESTION}, {"question": "Where is Mount Etna?"}]}
+    r = httpx.post(f"{server}/closed_book/batch", json=payload, headers=KEY, timeout=60)
+    assert r.status_code == 200 and len(r.json()["output"]) == 2
+
+
+def test_stream_sends_node_updates_as_they_happen(server):
+    nodes = []
+    with httpx.stream("POST", f"{server}/rag/stream", json={"input": {"question": QUESTION}}, headers=KEY, timeout=60) as r:
+        for line in r.iter_lines():
+            if line.startswith("data:") and '"node"' in line:
+                nodes.append(json.loads(line[5:])["node"])
+    assert nodes == ["retrieve", "rag_extract", "rag_generate"]
+
+
+def test_schemas_are_served(server):
+    schema = httpx.get(f"{server}/rag/input_schema", headers=KEY).json()
+    assert schema["properties"]["question"]["maxLength"] == 2000
+    assert "answer" in httpx.get(f"{server}/rag/output_schema", headers=KEY).json()["properties"]
+
+
+def test_api_key_is_enforced(server):
+    assert httpx.post(f"{server}/rag/invoke", json={"input": {"question": QUESTION}}).status_code == 401
+    bad = httpx.post(f"{server}/rag/invoke", json={"input": {"question": QUESTION}}, headers={"X-API-Key": "no"})
+    assert bad.status_code == 401
+
+
+@pytest.mark.parametrize("question", ["", "   ", "x" * 2001])
+def test_empty_or_oversized_questions_are_rejected(server, question):
+    r = httpx.post(f"{server}/rag/invoke", json={"input": {"question": question}}, headers=KEY)
+    assert r.status_code in (413, 422)
+
+
+def test_oversized_bodies_get_413(server):
+    r = httpx.post(f"{server}/rag/invoke", content=b"{" + b" " * 5000 + b"}", headers={**KEY, "content-type": "application/json"})
+    assert r.status_code == 413
+
+
+def test_saturated_server_answers_503_and_stays_up(home, collection):
+    proc, base = _start(home, collection, "--max-concurrent", "1", "--queue-timeout", "0.2", env_extra={"AMBIGQA_FAKE_LATENCY": "1.0"})
+    try:
+        def call(_):
+            return httpx.post(f"{base}/closed_book/invoke", json={"input": {"question": QUESTION}}, timeout=60).status_code
+
+        with concurrent.futures.ThreadPoolExecutor(4) as pool:
+            codes = list(pool.map(call, range(4)))
+        assert sorted(set(codes)) == [200, 503] and codes.count(200) >= 1
+        assert httpx.get(f"{base}/health").status_code == 200
+    finally:
+        proc.terminate()
+        proc.wait(timeout=10)
