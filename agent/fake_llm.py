@@ -38,7 +38,7 @@ class ScriptedCall:
         return str(self.messages[-1].content) if self.messages else ""
 
 
-Reply = str | list[str] | Callable[[ScriptedCall], str]
+Reply = str | AIMessage | list[str | AIMessage] | Callable[[ScriptedCall], str | AIMessage]
 
 
 def _tokens(text: str) -> int:
@@ -49,8 +49,8 @@ class ScriptedChatModel(BaseChatModel):
     """Replies from ``script[prompt]`` (or ``default``); records every call for assertions."""
 
     model_config = ConfigDict(arbitrary_types_allowed=True)
-    script: dict[str, Reply] = Field(default_factory=dict)
-    default: Reply | None = None
+    script: dict[str, Any] = Field(default_factory=dict, description="prompt name → Reply")
+    default: Any = Field(default=None, description="the Reply for prompts the script does not name")
     latency: float = Field(default=0.0, description="seconds each call sleeps (to test concurrency)")
     fail_with: Exception | None = None
     _calls: list[ScriptedCall] = PrivateAttr(default_factory=list)
@@ -68,7 +68,11 @@ class ScriptedChatModel(BaseChatModel):
     def prompts(self) -> list[str]:
         return [c.prompt for c in sorted(self._calls, key=lambda c: c.started)]
 
-    def _reply(self, call: ScriptedCall) -> str:
+    def bind_tools(self, tools: Any, **kwargs: Any) -> "ScriptedChatModel":
+        """Tools are the script's business: replies may be ``AIMessage``s with ``tool_calls``."""
+        return self
+
+    def _reply(self, call: ScriptedCall) -> str | AIMessage:
         reply = self.script.get(call.prompt, self.default)
         if reply is None:
             raise KeyError(f"scripted model has no reply for prompt '{call.prompt}'")
@@ -97,17 +101,20 @@ class ScriptedChatModel(BaseChatModel):
             self._calls.append(call)
         if self.latency:
             time.sleep(self.latency)
-        text = self._reply(call)
+        reply = self._reply(call)
         call.ended = time.perf_counter()
+        message = reply if isinstance(reply, AIMessage) else AIMessage(content=reply)
         prompt_tokens = sum(_tokens(str(m.content)) for m in messages)
-        message = AIMessage(
-            content=text,
-            usage_metadata={
-                "input_tokens": prompt_tokens,
-                "output_tokens": _tokens(text),
-                "total_tokens": prompt_tokens + _tokens(text),
-            },
-            response_metadata={"finish_reason": "stop"},
+        completion_tokens = _tokens(str(message.content))
+        message = message.model_copy(
+            update={
+                "usage_metadata": {
+                    "input_tokens": prompt_tokens,
+                    "output_tokens": completion_tokens,
+                    "total_tokens": prompt_tokens + completion_tokens,
+                },
+                "response_metadata": {"finish_reason": "stop"},
+            }
         )
         return ChatResult(generations=[ChatGeneration(message=message)])
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextvars
 import importlib
 import itertools
 import time
@@ -88,8 +89,14 @@ def run(
 
 
 def _node_updates(graph: Any, inputs: dict, context: Any) -> Iterator[tuple[str, dict[str, Any], bool]]:
-    """(node, update, inside a subgraph) as nodes finish; subgraph nodes are named ``parent/node``."""
-    for namespace, chunk in graph.stream(inputs, context=context, stream_mode="updates", subgraphs=True):
+    """(node, update, inside a subgraph) as nodes finish; subgraph nodes are named ``parent/node``.
+
+    The run gets a fresh context: called from inside another graph (a tool in an agent), LangGraph would otherwise
+    take it for a subgraph of that run and send its updates to the parent's stream instead of ours.
+    """
+    fresh = contextvars.Context()
+    chunks = graph.stream(inputs, context=context, stream_mode="updates", subgraphs=True)
+    for namespace, chunk in iter(lambda: fresh.run(next, chunks, None), None):
         prefix = "/".join(part.split(":")[0] for part in namespace)
         for node, update in chunk.items():
             if isinstance(update, dict):
