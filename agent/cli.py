@@ -201,6 +201,27 @@ def serve(
     uvicorn.run(app_, host=host, port=port, log_level="warning")
 
 
+@app.command()
+def load(
+    url: str = typer.Option("http://127.0.0.1:8000", "--url", help="a server started with `serve` on this machine"),
+    method: str = typer.Option("rag", "--method", "-m"),
+    requests: int = typer.Option(50, "--requests", min=1, max=1000),
+    concurrency: int = typer.Option(50, "--concurrency", min=1, max=200),
+    api_key: Optional[str] = typer.Option(None, "--api-key", envvar="AMBIGQA_API_KEY"),
+) -> None:
+    """Send a bounded burst of concurrent requests to a loopback server; report successes, 503s, throughput, p95."""
+    from agent.errors import AgentError
+    from agent.load import run_load
+
+    try:
+        report = run_load(url, method, requests, concurrency, api_key=api_key)
+    except AgentError as exc:
+        _fail(str(exc))
+    print(report.model_dump_json(indent=2))
+    if report.other:
+        raise typer.Exit(1)
+
+
 def main() -> None:
     try:
         app()

@@ -121,3 +121,24 @@ def test_saturated_server_answers_503_and_stays_up(home, collection):
     finally:
         proc.terminate()
         proc.wait(timeout=10)
+
+
+def test_load_burst_of_50_concurrent_requests_all_succeed_or_get_503(home, collection):
+    from agent.load import run_load
+
+    proc, base = _start(home, collection, "--max-concurrent", "4", "--queue-timeout", "30")
+    try:
+        report = run_load(base, "closed_book", requests=50, concurrency=50)
+        assert report.other == 0 and report.ok + report.busy_503 == 50 and report.ok >= 1
+        assert httpx.get(f"{base}/health").status_code == 200
+    finally:
+        proc.terminate()
+        proc.wait(timeout=10)
+
+
+def test_load_refuses_targets_off_this_machine():
+    from agent.errors import ConfigError
+    from agent.load import run_load
+
+    with pytest.raises(ConfigError, match="only target this machine"):
+        run_load("http://10.0.0.1:8000")
