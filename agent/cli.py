@@ -24,7 +24,11 @@ def _fail(message: str, code: int = 1) -> None:
     raise typer.Exit(code)
 
 
+SHOWN = {"passages", "disambiguations", "answer", "usage", "question"}
+
+
 def _describe(update: dict[str, Any]) -> str:
+    """One line per finished node, with the method's own fields (interpretations, verdicts, grade, tree, ...)."""
     parts = []
     if update.get("passages"):
         parts.append(f"{len(update['passages'])} passages")
@@ -38,7 +42,17 @@ def _describe(update: dict[str, Any]) -> str:
         total = UsageReport.model_validate(update["usage"]).total
         if total.calls:
             parts.append(f"{total.calls} LLM call{'s' * (total.calls != 1)}, {total.input_tokens}→{total.output_tokens} tokens")
-    return ", ".join(parts)
+    details = []
+    for key, value in update.items():
+        if key in SHOWN:
+            continue
+        if isinstance(value, (str, int, float, bool)) and len(str(value)) <= 120:
+            parts.append(f"{key}={value}")
+        elif isinstance(value, list) and value and all(isinstance(v, str) for v in value):
+            details += [f"      {key}: {v}" for v in value[:6]]
+        elif isinstance(value, list) and value:
+            parts.append(f"{len(value)} {key}")
+    return ", ".join(parts) + "".join("\n" + line for line in details)
 
 
 @app.command()
