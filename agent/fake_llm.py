@@ -156,10 +156,38 @@ def _demo_closed_book(call: ScriptedCall) -> str:
     return f"Final Answer: “{_question(call)}” can mean several things; without documents this answer stays general."
 
 
+_AMBIGUITY_BY_WORD = {
+    "when": ("AmbTime", "the question names no date, and the answer may differ between events or years"),
+    "where": ("AmbLoc", "the place meant is unclear"),
+    "who": ("AmbSub", "the person or group asked about could be one of several"),
+}
+
+
+def _demo_type_ambiguity(call: ScriptedCall) -> str:
+    question = _question(call)
+    kind, why = _AMBIGUITY_BY_WORD.get(question.split()[0].lower(), ("AmbObj", "what is asked about could be one of several things"))
+    return f"##Reason: In “{question}”, {why}.\n##Answer: [{kind}]"
+
+
+def _demo_interpret(call: ScriptedCall) -> str:
+    question = _question(call).rstrip("?")
+    return f"1: {question}, in its best-known sense?\n2: {question}, in its other senses?"
+
+
+def _demo_verify(call: ScriptedCall) -> str:
+    asked = re.search(r"^Question:\s*(.+)$", call.user, re.MULTILINE)
+    words = {w.lower() for w in re.findall(r"[A-Za-z]{4,}", asked.group(1) if asked else "")}
+    passages = " ".join(text for _, _, text in _PASSAGE_LINE.findall(call.user)).lower()
+    return "Yes" if any(w in passages for w in words) else "No"
+
+
 DEMO_SCRIPT: dict[str, Reply] = {
     "rag_extract": _demo_extract,
     "rag_generate": _demo_generate,
     "closed_book": _demo_closed_book,
+    "type_ambiguity": _demo_type_ambiguity,
+    "interpret": _demo_interpret,
+    "verify": _demo_verify,
 }
 
 

@@ -67,3 +67,19 @@ class RunResult(BaseModel):
     usage: UsageReport = Field(default_factory=UsageReport)
     seconds: float = Field(default=0.0, description="wall time of the whole run")
     extra: dict[str, Any] = Field(default_factory=dict, description="method-specific state (route, tree, ...)")
+
+
+AmbiguityType = Literal["AmbSub", "AmbObj", "AmbPred", "AmbTime", "AmbLoc", "N/A"]
+
+
+class AmbiguityTyping(BaseModel):
+    """DIVA's I_a output: why the question is ambiguous (reason first, so it conditions the types) and how."""
+
+    reason: str = Field(description="the unclear part of the question and the readings it allows")
+    types: list[AmbiguityType] = Field(description="the kinds of ambiguity; N/A when the question has one reading")
+
+
+class Interpretations(BaseModel):
+    """DIVA's I_p output: pseudo-interpretations, each a question with a single reading."""
+
+    disambiguations: list[str] = Field(description="disambiguated questions, one per reading")

@@ -1,0 +1,80 @@
+"""Why a question is ambiguous (DIVA's I_a) and its pseudo-interpretations (I_p), Eq. 3.
+
+Two separate calls: DIVA (App. B.1) found one combined call clearly worse. Shared by graphs that type ambiguity.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from agent.fewshot import Demo, Selection, select_demos
+from agent.llm_calls import LLMOptions, Reply, ask
+from agent.parsing import parse_ambiguity, parse_numbered_list
+from agent.schemas import AmbiguityType, AmbiguityTyping, Interpretations
+
+DEMO_FILE = "ambiguity"
+
+
+class AmbiguityDemo(Demo):
+    asqa_id: str
+    types: list[AmbiguityType]
+    reason: str
+    interpretations: list[str]
+
+
+def demos_for(question: str, k: int, selection: Selection = "nearest") -> list[AmbiguityDemo]:
+    return select_demos(question, DEMO_FILE, AmbiguityDemo, k, selection)
+
+
+def _typing_example(demo: AmbiguityDemo) -> str:
+    types = ", ".join(f"[{t}]" for t in demo.types)
+    return f"Question: {demo.question}\n##Reason: {demo.reason}\n##Answer: {types}"
+
+
+def _interpretation_example(demo: AmbiguityDemo) -> str:
+    items = "\n".join(f"{i}: {q}" for i, q in enumerate(demo.interpretations, 1))
+    return f"Question: {demo.question}\nReason: {demo.reason}\nDisambiguations:\n{items}"
+
+
+def _examples(demos: list[AmbiguityDemo], render: Callable[[AmbiguityDemo], str]) -> str:
+    return "\n\n".join(f"Example\n{render(d)}" for d in demos) or "(no examples)"
+
+
+def _typing(text: str) -> AmbiguityTyping:
+    types, reason = parse_ambiguity(text)
+    return AmbiguityTyping(reason=reason, types=types)
+
+
+def classify_ambiguity(question: str, demos: list[AmbiguityDemo], options: LLMOptions) -> Reply[AmbiguityTyping]:
+    """I_a: the ambiguity types with a reason; no types and no reason when the output stays unusable."""
+    return ask(
+        "type_ambiguity",
+        options,
+        parse=_typing,
+        schema=AmbiguityTyping,
+        fallback=AmbiguityTyping(reason="", types=[]),
+        examples=_examples(demos, _typing_example),
+        question=question,
+    )
+
+
+def _unique(items: list[str]) -> list[str]:
+    seen: dict[str, str] = {}
+    for item in items:
+        seen.setdefault(" ".join(item.lower().split()), item)
+    return list(seen.values())
+
+
+def infer_interpretations(question: str, reason: str, demos: list[AmbiguityDemo], options: LLMOptions) -> Reply[list[str]]:
+    """I_p: pseudo-interpretations from the question and the reason; an empty list when none can be parsed."""
+    reply = ask(
+        "interpret",
+        options,
+        parse=parse_numbered_list,
+        schema=Interpretations,
+        fallback=[],
+        examples=_examples(demos, _interpretation_example),
+        question=question,
+        reason=reason or "(no reason was found)",
+    )
+    return Reply(_unique(reply.value), reply.text, reply.usage, reply.attempts, reply.parsed)

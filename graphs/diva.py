@@ -1,0 +1,183 @@
+"""DIVA (In et al.): diversify the retrieval, verify it, adapt the generation to its grade — Algorithm 1.
+
+type_ambiguity (I_a) → interpret (I_p) → retrieve (pool C, top-K per interpretation) → prune (top-K by Eq. 5)
+→ verify (one Yes/No per interpretation, Eq. 7) → Useful / PartialUseful: rag_extract (I_e) → rag_generate (I_g);
+Useless: closed_book (I_l).
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+import numpy as np
+from langgraph.graph import END, START, StateGraph
+from langgraph.runtime import Runtime
+from pydantic import BaseModel, Field
+
+from agent import rac
+from agent.ambiguity import classify_ambiguity, demos_for, infer_interpretations
+from agent.context import RunContext, context_of
+from agent.embeddings import embed
+from agent.fewshot import Selection
+from agent.llm_calls import Reply, ask, run_concurrently, usage_update
+from agent.parsing import parse_yes_no
+from agent.schemas import AmbiguityType, Passage, YesNo
+from agent.state import AnswerOutput, QuestionInput
+from agent.text import render_passages
+
+Grade = Literal["Useful", "PartialUseful", "Useless"]
+
+
+class DivaContext(RunContext):
+    top_k: int = Field(default=5, ge=1, le=50, description="K: passages per interpretation (Eq. 4) and kept by pruning (A.4: 5)")
+    pool_size: int = Field(default=100, ge=1, le=1000, description="|C|: candidate passages first retrieved for the question")
+    fewshot: int = Field(default=5, ge=0, le=15, description="demonstrations in I_a and I_p (5-shot, Table 1)")
+    demo_selection: Selection = Field(
+        default="nearest", description="nearest neighbours of the question (A.4) or fixed (a prompt prefix shared across questions)"
+    )
+    max_interpretations: int = Field(default=8, ge=1, le=20, description="cap on pseudo-interpretations = verify calls (ours)")
+    verify_max_tokens: int = Field(default=24, ge=4, le=300, description="a Yes/No needs few tokens (App. A.4.2: 3 on average)")
+
+
+class Candidate(BaseModel):
+    passage: Passage = Field(description="a passage of P̃ (Eq. 4); its score is the cosine similarity to the question")
+    relevance: list[float] = Field(description="cosine similarity to each pseudo-interpretation, in order")
+    retrieved_for: list[int] = Field(description="the interpretations whose top-K held this passage")
+    score: float | None = Field(default=None, description="S(p) of Eq. 5, the mean relevance; set by prune")
+    kept: bool = Field(default=False, description="among the top-K by S(p), i.e. in P_i")
+
+
+class Verdict(BaseModel):
+    interpretation: str
+    verdict: Literal["Yes", "No"]
+    parsed: bool = Field(description="False when the output stayed unparseable after retries and counts as No")
+
+
+class DivaOutput(AnswerOutput, total=False):
+    ambiguity_types: list[AmbiguityType]
+    ambiguity_reason: str
+    interpretations: list[str]
+    kept: list[Passage]
+    verdicts: list[Verdict]
+    grade: Grade
+    route: Literal["rag", "closed_book"]
+
+
+class DivaState(QuestionInput, DivaOutput, total=False):
+    candidates: list[Candidate]
+
+
+def type_ambiguity(state: DivaState, runtime: Runtime[DivaContext]) -> dict:
+    ctx = context_of(runtime, DivaContext)
+    question = state["question"]
+    reply = classify_ambiguity(question, demos_for(question, ctx.fewshot, ctx.demo_selection), ctx.llm_options())
+    return {"ambiguity_types": reply.value.types, "ambiguity_reason": reply.value.reason, "usage": usage_update(reply)}
+
+
+def interpret(state: DivaState, runtime: Runtime[DivaContext]) -> dict:
+    ctx = context_of(runtime, DivaContext)
+    question = state["question"]
+    demos = demos_for(question, ctx.fewshot, ctx.demo_selection)
+    reply = infer_interpretations(question, state.get("ambiguity_reason", ""), demos, ctx.llm_options())  # Eq. 3
+    interpretations = reply.value[: ctx.max_interpretations] or [question]  # none inferred: the question itself
+    return {"interpretations": interpretations, "usage": usage_update(reply)}
+
+
+def retrieve(state: DivaState, runtime: Runtime[DivaContext]) -> dict:
+    ctx = context_of(runtime, DivaContext)
+    store = ctx.store()
+    pool = store.search(state["question"], ctx.pool_size)  # C_i, generally relevant to the question
+    relevance = embed(state["interpretations"]) @ store.embeddings(pool).T  # cosine: all vectors are unit length
+    retrieved_for: dict[int, list[int]] = {}
+    for j, row in enumerate(relevance):
+        for i in np.argsort(-row, kind="stable")[: ctx.top_k]:  # R(C_i, q̂_j; K)
+            retrieved_for.setdefault(int(i), []).append(j)
+    candidates = [  # P̃_i, the union over interpretations (Eq. 4), in pool order
+        Candidate(passage=pool[i], relevance=[round(float(s), 6) for s in relevance[:, i]], retrieved_for=retrieved_for[i])
+        for i in sorted(retrieved_for)
+    ]
+    return {"candidates": candidates}
+
+
+def prune(state: DivaState, runtime: Runtime[DivaContext]) -> dict:
+    ctx = context_of(runtime, DivaContext)
+    scored = [c.model_copy(update={"score": round(float(np.mean(c.relevance)), 6)}) for c in state["candidates"]]  # Eq. 5
+    top = sorted(range(len(scored)), key=lambda i: -scored[i].score)[: ctx.top_k]  # Algorithm 1 line 8
+    candidates = [c.model_copy(update={"kept": i in top}) for i, c in enumerate(scored)]
+    kept = [scored[i].passage.model_copy(update={"score": scored[i].score}) for i in top]
+    return {"candidates": candidates, "kept": kept}
+
+
+def grade_of(verdicts: list[Verdict]) -> Grade:
+    """Useful when the passages answer every interpretation, Useless when none, PartialUseful otherwise (Sec. 3.3)."""
+    yes = sum(v.verdict == "Yes" for v in verdicts)
+    if verdicts and yes == len(verdicts):
+        return "Useful"
+    return "PartialUseful" if yes else "Useless"
+
+
+def verify(state: DivaState, runtime: Runtime[DivaContext]) -> dict:
+    ctx = context_of(runtime, DivaContext)
+    options = ctx.llm_options()
+    passages = render_passages(state["kept"])  # concatenated once: every call shares this prefix (App. A.4.2)
+
+    def check(interpretation: str) -> Reply[bool]:
+        return ask(
+            "verify",
+            options,
+            parse=parse_yes_no,
+            schema=YesNo,
+            fallback=False,  # unparseable after retries counts as No
+            max_tokens=ctx.verify_max_tokens,
+            passages=passages,
+            interpretation=interpretation,
+        )
+
+    replies = run_concurrently(check, state["interpretations"], ctx.max_concurrency)  # Eq. 7
+    verdicts = [
+        Verdict(interpretation=q, verdict="Yes" if r.value else "No", parsed=r.parsed)
+        for q, r in zip(state["interpretations"], replies)
+    ]
+    return {"verdicts": verdicts, "grade": grade_of(verdicts), "usage": usage_update(*replies)}
+
+
+def rag_extract(state: DivaState, runtime: Runtime[DivaContext]) -> dict:
+    reply = rac.extract(state["question"], state["kept"], context_of(runtime, DivaContext).llm_options())  # Eq. 1
+    return {"disambiguations": reply.value, "passages": state["kept"], "route": "rag", "usage": usage_update(reply)}
+
+
+def rag_generate(state: DivaState, runtime: Runtime[DivaContext]) -> dict:
+    options = context_of(runtime, DivaContext).llm_options()
+    reply = rac.generate(state["question"], state["disambiguations"], state["passages"], options)  # Eq. 2
+    return {"answer": reply.value, "usage": usage_update(reply)}
+
+
+def closed_book(state: DivaState, runtime: Runtime[DivaContext]) -> dict:
+    reply = rac.closed_book(state["question"], context_of(runtime, DivaContext).llm_options())  # LLM(q_i, I_l)
+    return {"answer": reply.value, "disambiguations": [], "passages": [], "route": "closed_book", "usage": usage_update(reply)}
+
+
+def adapt(state: DivaState) -> Literal["rag_extract", "closed_book"]:
+    """Algorithm 1 lines 14–17: answer from the passages unless verification found them Useless."""
+    return "closed_book" if state["grade"] == "Useless" else "rag_extract"
+
+
+builder = StateGraph(DivaState, input_schema=QuestionInput, output_schema=DivaOutput, context_schema=DivaContext)
+builder.add_node("type_ambiguity", type_ambiguity)
+builder.add_node("interpret", interpret)
+builder.add_node("retrieve", retrieve)
+builder.add_node("prune", prune)
+builder.add_node("verify", verify)
+builder.add_node("rag_extract", rag_extract)
+builder.add_node("rag_generate", rag_generate)
+builder.add_node("closed_book", closed_book)
+builder.add_edge(START, "type_ambiguity")
+builder.add_edge("type_ambiguity", "interpret")
+builder.add_edge("interpret", "retrieve")
+builder.add_edge("retrieve", "prune")
+builder.add_edge("prune", "verify")
+builder.add_conditional_edges("verify", adapt)
+builder.add_edge("rag_extract", "rag_generate")
+builder.add_edge("rag_generate", END)
+builder.add_edge("closed_book", END)
+graph = builder.compile(name="diva")

@@ -1,0 +1,264 @@
+"""DIVA with a scripted LLM over real Chroma and real embeddings: grades, routes, pruning, degenerate outputs."""
+
+import json
+
+import numpy as np
+import pytest
+
+import agent
+from agent.ambiguity import DEMO_FILE, AmbiguityDemo, demos_for
+from agent.fewshot import load_demos
+from agent.ingest import ingest
+from graphs.diva import DivaContext, Verdict, adapt, grade_of
+from tests.conftest import SHARED_DATA
+
+QUESTION = "When did the Harry Potter film come out?"
+TYPING = "##Reason: The film had a premiere and a general release on different dates.\n##Answer: [AmbTime]"
+PREMIERE = "When was the world premiere of the Harry Potter film?"
+US_RELEASE = "When was the Harry Potter film released in US cinemas?"
+BOOK = "When was the Harry Potter novel first published?"
+INTERPRETATIONS = f"##Disambiguations:\n1: {PREMIERE}\n2: {US_RELEASE}\n3: {BOOK}"
+EXTRACT = "DQ 1: When was the world premiere of the film?\nDA 1: 4 November 2001\nDQ 2: When was it released in US cinemas?\nDA 2: 16 November 2001"
+GENERATE = "Answer: The film premiered in London on 4 November 2001 and reached US cinemas on 16 November 2001."
+CLOSED_BOOK = "Final Answer: The first Harry Potter film came out in November 2001."
+RAG_NODES = ["type_ambiguity", "interpret", "retrieve", "prune", "verify", "rag_extract", "rag_generate"]
+
+
+def asked(call) -> str:
+    """The interpretation a verify call asks about: the last line of its prompt."""
+    return call.user.splitlines()[-1].removeprefix("Question: ")
+
+
+def script(verify) -> dict:
+    return {
+        "type_ambiguity": TYPING,
+        "interpret": INTERPRETATIONS,
+        "verify": verify,
+        "rag_extract": EXTRACT,
+        "rag_generate": GENERATE,
+        "closed_book": CLOSED_BOOK,
+    }
+
+
+def run(name, collection, **options):
+    nodes = []
+    result = agent.run(QUESTION, method="diva", llm=name, collection=collection, on_node=lambda n, u, s: nodes.append(n), **options)
+    return result, nodes
+
+
+def calls_by_node(result) -> dict[str, int]:
+    return {node: usage.calls for node, usage in result.usage.by_node.items()}
+
+
+def test_all_yes_verdicts_grade_useful_and_answer_from_the_kept_passages(collection, scripted):
+    name, model = scripted(script("Yes"))
+    result, nodes = run(name, collection)
+    assert nodes == RAG_NODES
+    assert model.prompts() == ["type_ambiguity", "interpret", "verify", "verify", "verify", "rag_extract", "rag_generate"]
+    assert calls_by_node(result) == {"type_ambiguity": 1, "interpret": 1, "verify": 3, "rag_extract": 1, "rag_generate": 1}
+    extra = result.extra
+    assert extra["ambiguity_types"] == ["AmbTime"]
+    assert extra["ambiguity_reason"] == "The film had a premiere and a general release on different dates."
+    assert extra["interpretations"] == [PREMIERE, US_RELEASE, BOOK]
+    assert [v.verdict for v in extra["verdicts"]] == ["Yes", "Yes", "Yes"]
+    assert (extra["grade"], extra["route"]) == ("Useful", "rag")
+    assert result.passages == extra["kept"] and len(result.passages) == 5
+    assert result.answer.startswith("The film premiered in London")
+    assert {d.answer: d.passage_ids for d in result.disambiguations} == {
+        "4 November 2001": ["hp-premiere"],
+        "16 November 2001": ["hp-us"],
+    }
+
+
+def test_mixed_verdicts_grade_partial_useful_and_still_use_the_passages(collection, scripted):
+    name, model = scripted(script(lambda call: "Yes." if asked(call) == PREMIERE else "No."))
+    result, nodes = run(name, collection)
+    assert nodes == RAG_NODES
+    assert [(v.interpretation, v.verdict) for v in result.extra["verdicts"]] == [
+        (PREMIERE, "Yes"),
+        (US_RELEASE, "No"),
+        (BOOK, "No"),
+    ]
+    assert (result.extra["grade"], result.extra["route"]) == ("PartialUseful", "rag")
+    assert result.passages == result.extra["kept"]
+
+
+def test_all_no_verdicts_route_to_closed_book(collection, scripted):
+    name, model = scripted(script("No"))
+    result, nodes = run(name, collection)
+    assert nodes == ["type_ambiguity", "interpret", "retrieve", "prune", "verify", "closed_book"]
+    assert model.prompts() == ["type_ambiguity", "interpret", "verify", "verify", "verify", "closed_book"]
+    assert calls_by_node(result) == {"type_ambiguity": 1, "interpret": 1, "verify": 3, "closed_book": 1}
+    assert (result.extra["grade"], result.extra["route"]) == ("Useless", "closed_book")
+    assert result.answer == "The first Harry Potter film came out in November 2001."
+    assert result.passages == [] and result.disambiguations == []
+    assert len(result.extra["kept"]) == 5  # what verification judged stays visible
+
+
+def test_verify_calls_share_the_passages_prefix_ask_the_interpretation_last_and_overlap(collection, scripted):
+    name, model = scripted(script("Yes"), latency=0.3)
+    result, _ = run(name, collection)
+    verify_calls = [c for c in model.calls if c.prompt == "verify"]
+    assert sorted(asked(c) for c in verify_calls) == sorted([PREMIERE, US_RELEASE, BOOK])
+    assert len({c.system for c in verify_calls}) == 1
+    prefixes = {c.user.rsplit("\n", 1)[0] for c in verify_calls}
+    assert len(prefixes) == 1
+    prefix = prefixes.pop()
+    assert all(p.text in prefix for p in result.extra["kept"])
+    assert max(c.started for c in verify_calls) < min(c.ended for c in verify_calls)  # run concurrently
+    assert all(c.kwargs["max_tokens"] == 24 and c.kwargs["temperature"] == 0.3 for c in verify_calls)
+
+
+def test_no_interpretations_fall_back_to_the_question_itself(collection, scripted):
+    name, model = scripted(script("Yes") | {"interpret": "I am not sure what you mean."})
+    result, nodes = run(name, collection, retries=1)
+    assert nodes == RAG_NODES
+    assert result.extra["interpretations"] == [QUESTION]
+    assert calls_by_node(result)["interpret"] == 2
+    assert [asked(c) for c in model.calls if c.prompt == "verify"] == [QUESTION]
+    assert result.extra["grade"] == "Useful"
+
+
+def test_duplicate_interpretations_are_verified_once(collection, scripted):
+    name, model = scripted(script("Yes") | {"interpret": f"1: {PREMIERE}\n2: {PREMIERE.lower()}\n3: {BOOK}"})
+    result, _ = run(name, collection)
+    assert result.extra["interpretations"] == [PREMIERE, BOOK]
+    assert calls_by_node(result)["verify"] == 2
+
+
+def test_fewer_candidates_than_k_are_all_kept(collection, scripted):
+    name, model = scripted(script("Yes"))
+    result, nodes = run(name, collection, pool_size=3)
+    assert nodes == RAG_NODES
+    assert len(result.extra["candidates"]) == 3 and all(c.kept for c in result.extra["candidates"])
+    assert len(result.extra["kept"]) == 3
+    assert all(p.text in model.calls[2].user for p in result.extra["kept"])
+
+
+def test_unparseable_verdicts_count_as_no_after_retries(collection, scripted):
+    name, model = scripted(script("Perhaps, it is hard to say."))
+    result, nodes = run(name, collection, retries=1)
+    assert nodes[-1] == "closed_book"
+    assert calls_by_node(result)["verify"] == 6  # 3 interpretations x (1 + 1 retry)
+    assert [(v.verdict, v.parsed) for v in result.extra["verdicts"]] == [("No", False)] * 3
+    assert result.extra["grade"] == "Useless"
+
+
+def test_one_unparseable_verdict_among_yes_grades_partial_useful(collection, scripted):
+    name, _ = scripted(script(lambda call: "Perhaps." if asked(call) == BOOK else "Yes"))
+    result, nodes = run(name, collection, retries=0)
+    assert [(v.verdict, v.parsed) for v in result.extra["verdicts"]] == [("Yes", True), ("Yes", True), ("No", False)]
+    assert (result.extra["grade"], nodes[-1]) == ("PartialUseful", "rag_generate")
+
+
+def test_unambiguous_question_still_gets_its_answer(collection, scripted):
+    question = "When was the novel Harry Potter and the Philosopher's Stone first published?"
+    name, model = scripted(
+        {
+            "type_ambiguity": "##Reason: The question asks for one publication date of one novel.\n##Answer: [N/A]",
+            "interpret": f"1: {question}",
+            "verify": "Yes",
+            "rag_extract": f"DQ 1: {question}\nDA 1: 26 June 1997",
+            "rag_generate": "Answer: The novel was first published in the United Kingdom on 26 June 1997.",
+        }
+    )
+    result = agent.run(question, method="diva", llm=name, collection=collection)
+    assert result.extra["ambiguity_types"] == ["N/A"]
+    assert "one publication date" in model.calls[1].user  # I_p still sees the reason (App. C.2 keeps RD)
+    assert result.extra["interpretations"] == [question]
+    assert result.extra["kept"][0].id == "hp-book"
+    assert (result.extra["grade"], result.extra["route"]) == ("Useful", "rag")
+    assert "26 June 1997" in result.answer
+    assert [d.passage_ids for d in result.disambiguations] == [["hp-book"]]
+
+
+PRUNE_CORPUS = [
+    ("hp-premiere", "The film had its world premiere at the Odeon Leicester Square in London on 4 November 2001."),
+    ("hp-release", "The film was released to cinemas in the United Kingdom and the United States on 16 November 2001."),
+    ("hp-japan", "The Harry Potter film opened in cinemas in Japan on 1 December 2001."),
+    ("hp-dvd", "The first Harry Potter film was released on DVD and VHS in the United States on 28 May 2002."),
+    ("hp-box", "The first Harry Potter film earned more than 974 million dollars at the box office after its release in 2001."),
+    ("hp-director", "The first Harry Potter film was directed by Chris Columbus and released by Warner Bros. in 2001."),
+    ("sourdough", "Sourdough bread is made by fermenting dough with wild yeast and lactic acid bacteria before baking."),
+    ("etna", "Mount Etna is an active stratovolcano on the east coast of Sicily, Italy."),
+    ("cricket", "The Cricket World Cup is the international championship of One Day International cricket."),
+]
+
+
+@pytest.fixture(scope="module")
+def prune_collection(home, tmp_path_factory) -> str:
+    path = tmp_path_factory.mktemp("prune") / "corpus.jsonl"
+    title = "Harry Potter and the Philosopher's Stone (film)"
+    path.write_text("".join(json.dumps({"id": i, "title": title if i.startswith("hp") else "", "text": t}) + "\n" for i, t in PRUNE_CORPUS))
+    ingest(path, "diva-prune", progress=False)
+    return "diva-prune"
+
+
+def test_pruning_drops_a_passage_relevant_to_one_noisy_interpretation_only(prune_collection, scripted):
+    noisy = "How is sourdough bread made?"
+    interpretations = f"1: When was the world premiere of the first Harry Potter film?\n2: When was the first Harry Potter film released in US cinemas?\n3: {noisy}"
+    name, _ = scripted(script("Yes") | {"interpret": interpretations})
+    result, _ = run(name, prune_collection)
+    candidates = {c.passage.id: c for c in result.extra["candidates"]}
+    assert candidates["sourdough"].retrieved_for[:1] == [2]  # Eq. 4 brought it in through the noisy reading ...
+    assert not candidates["sourdough"].kept  # ... and Eq. 5 pruned it
+    kept = result.extra["kept"]
+    assert {p.id for p in kept} <= {i for i, _ in PRUNE_CORPUS if i.startswith("hp")} and len(kept) == 5
+    assert {"hp-premiere", "hp-release"} <= {p.id for p in kept}
+    for c in candidates.values():
+        assert c.score == pytest.approx(np.mean(c.relevance), abs=1e-5) and len(c.relevance) == 3
+    assert [p.score for p in kept] == sorted((p.score for p in kept), reverse=True)
+    assert min(p.score for p in kept) >= max(c.score for c in candidates.values() if not c.kept)
+
+
+def test_grade_follows_the_share_of_yes_verdicts_and_routes_useless_to_closed_book():
+    def verdicts(*words):
+        return [Verdict(interpretation=f"q{i}", verdict=w, parsed=True) for i, w in enumerate(words)]
+
+    assert grade_of(verdicts("Yes", "Yes")) == "Useful"
+    assert grade_of(verdicts("Yes", "No")) == "PartialUseful"
+    assert grade_of(verdicts("No", "No")) == "Useless"
+    assert [adapt({"grade": g}) for g in ("Useful", "PartialUseful", "Useless")] == ["rag_extract", "rag_extract", "closed_book"]
+
+
+def test_paper_defaults_are_per_run_fields(collection, scripted):
+    ctx = DivaContext()
+    assert (ctx.top_k, ctx.pool_size, ctx.temperature, ctx.max_tokens, ctx.fewshot) == (5, 100, 0.3, 300, 5)
+    name, model = scripted(script("Yes"))
+    result, _ = run(name, collection, top_k=2, temperature=0.0)
+    assert len(result.extra["kept"]) == 2
+    assert {c.kwargs["temperature"] for c in model.calls} == {0.0}
+
+
+def test_demonstrations_are_the_nearest_asqa_examples_or_fixed(collection, scripted):
+    question = "Who won the best actor oscar?"
+    nearest = demos_for(question, 2)
+    assert nearest[-1].question == "Who won the best actor award for the oscars?"  # most similar, next to the question
+    assert demos_for(question, 3, "fixed") == demos_for("Where is the Danube?", 3, "fixed") == list(load_demos(DEMO_FILE, AmbiguityDemo)[:3])
+    name, model = scripted(script("Yes"))
+    agent.run(question, method="diva", llm=name, collection=collection, fewshot=2)
+    typing, interpreting = model.calls[0], model.calls[1]
+    assert typing.system.count("Example\n") == interpreting.system.count("Example\n") == 2
+    assert "Who won the Academy Award for Best Actor for 2017?" in interpreting.system
+
+
+@pytest.mark.skipif(not (SHARED_DATA / "asqa" / "dev.jsonl").is_file(), reason="needs ../shared/data")
+def test_demonstrations_never_use_the_first_twenty_asqa_dev_rows():
+    rows = [json.loads(line) for line in (SHARED_DATA / "asqa" / "dev.jsonl").read_text().splitlines()]
+    position = {row["id"]: i for i, row in enumerate(rows)}
+    assert all(position[d.asqa_id] >= 20 for d in load_demos(DEMO_FILE, AmbiguityDemo))
+    assert {t for d in load_demos(DEMO_FILE, AmbiguityDemo) for t in d.types} == {"AmbSub", "AmbObj", "AmbPred", "AmbTime", "AmbLoc", "N/A"}
+
+
+def test_demo_llm_runs_diva_end_to_end(collection):
+    result = agent.run(QUESTION, method="diva", llm="fake", collection=collection)
+    assert result.extra["route"] == "rag" and result.answer
+    assert len(result.extra["interpretations"]) == 2
+
+
+def test_diva_exports_the_shared_contract_and_why_it_routed():
+    from graphs.diva import graph
+
+    assert graph.get_input_jsonschema()["required"] == ["question"]
+    properties = set(graph.get_output_jsonschema()["properties"])
+    assert {"answer", "disambiguations", "passages", "usage", "grade", "route", "verdicts", "interpretations"} <= properties
