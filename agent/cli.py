@@ -64,10 +64,18 @@ def ask(
     top_k: Optional[int] = typer.Option(None, "--top-k", help="passages to retrieve, where the method retrieves"),
     as_json: bool = typer.Option(False, "--json", help="print the whole result as JSON on stdout"),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="no live progress"),
+    clarify: bool = typer.Option(False, "--clarify", help="router: show the interpretations and let you pick (resumable)"),
 ) -> None:
     """Answer QUESTION, showing each graph node as it finishes."""
     from agent.errors import AgentError
     from agent.runner import run
+
+    if clarify:
+        try:
+            _ask_clarify(question, llm, collection, quiet)
+        except AgentError as exc:
+            _fail(str(exc))
+        return
 
     options: dict[str, Any] = {}
     if top_k is not None:
@@ -101,6 +109,59 @@ def ask(
         f"{total.output_tokens} completion tokens · {len(result.passages)} passages[/]",
         highlight=False,
     )
+
+
+def _ask_clarify(question: str, llm: str | None, collection: str | None, quiet: bool) -> None:
+    """Run the router in clarify mode on a SQLite-checkpointed thread: interrupt, ask, resume the same thread."""
+    import sqlite3
+    import uuid
+
+    from langgraph.checkpoint.sqlite import SqliteSaver
+    from langgraph.types import Command
+
+    from agent.runner import validate_question
+    from agent.settings import get_settings
+    from graphs.router import RouterContext, build
+
+    question = validate_question(question)
+    settings = get_settings()
+    settings.home.mkdir(parents=True, exist_ok=True)
+    connection = sqlite3.connect(settings.home / "checkpoints.sqlite", check_same_thread=False)
+    graph = build(SqliteSaver(connection))
+    thread = {"configurable": {"thread_id": f"clarify-{uuid.uuid4().hex[:12]}"}}
+    context = RouterContext(llm=llm or "", collection=collection or "", clarify=True)
+
+    def stream(payload: Any) -> list[Any]:
+        interrupts = []
+        for namespace, chunk in graph.stream(payload, thread, context=context, stream_mode="updates", subgraphs=True):
+            for node, update in chunk.items():
+                if node == "__interrupt__":
+                    interrupts += list(update)
+                elif not quiet and isinstance(update, dict):
+                    prefix = "/".join(part.split(":")[0] for part in namespace)
+                    err.print(f"  [green]✓[/] [bold]{prefix + '/' if prefix else ''}{node}[/]  {_describe(update)}", highlight=False)
+        return interrupts
+
+    try:
+        interrupts = stream({"question": question})
+        if interrupts:
+            options = interrupts[0].value["interpretations"]
+            out.print("\nThe question can mean:")
+            for i, option in enumerate(options, 1):
+                out.print(f"  {i}. {escape(option)}", highlight=False)
+            try:
+                picked = typer.prompt("Answer which? (numbers, comma-separated; Enter for all)", default="", show_default=False)
+            except (typer.Abort, EOFError):
+                picked = ""
+            choice = [int(p) for p in picked.replace(",", " ").split() if p.isdigit()]
+            stream(Command(resume=choice))
+        values = graph.get_state(thread).values
+    finally:
+        connection.close()
+    out.print()
+    out.print(escape(values.get("answer", "")), highlight=False)
+    for i, d in enumerate(values.get("disambiguations", []), 1):
+        out.print(f"  {i}. {escape(d.question)} → [bold]{escape(d.answer)}[/]", highlight=False)
 
 
 @app.command()

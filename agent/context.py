@@ -41,6 +41,8 @@ def context_of(runtime: Runtime | None, schema: type[C]) -> C:
     if context is None:
         return schema()
     if isinstance(context, dict):
-        return schema(**context)
+        return schema(**{k: v for k, v in context.items() if k in schema.model_fields})
+    if not isinstance(context, schema):  # a subgraph run under a parent graph's context: take the shared fields
+        return schema(**{k: v for k, v in context.model_dump().items() if k in schema.model_fields})
     return context
 

@@ -66,3 +66,15 @@ def test_demo_question_end_to_end_as_json_with_progress(tmp_path):
 def test_help(args, home):
     proc = cli(*args, home=home)
     assert proc.returncode == 0 and "Usage" in proc.stdout
+
+
+def test_ask_clarify_lets_a_person_pick_an_interpretation(home, collection):
+    env = {**os.environ, "AMBIGQA_HOME": str(home), "PYTHONPATH": os.getcwd()}
+    proc = subprocess.run(
+        [sys.executable, "-m", "agent", "ask", "When did the Harry Potter film come out?", "--clarify", "--llm", "fake", "-c", collection],
+        input="1\n", capture_output=True, text=True, env=env, timeout=300,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    assert "The question can mean:" in proc.stdout and "  1. " in proc.stdout
+    assert "answer_chosen" in proc.stderr  # resumed on the same thread after the choice
+    assert (home / "checkpoints.sqlite").is_file()

@@ -1,0 +1,62 @@
+"""The router: typing sends N/A questions to rag and ambiguous ones to the configured method; clarify interrupts."""
+
+import sqlite3
+
+import pytest
+from langgraph.checkpoint.sqlite import SqliteSaver
+from langgraph.types import Command
+
+import agent
+from graphs.router import RouterContext, build
+
+QUESTION = "When did the Harry Potter film come out?"
+AMBIGUOUS = '##Reason: "come out" may mean the premiere or the release in a country. ##Answer: [AmbLoc]'
+CLEAR = "##Reason: the question has one reading. ##Answer: [N/A]"
+INTERPRETATIONS = "1: When was the world premiere of the film?\n2: When was the film released in US cinemas?"
+SCRIPT = {
+    "interpret": INTERPRETATIONS,
+    "verify": "Yes",
+    "rag_extract": "DQ 1: When was the world premiere?\nDA 1: 4 November 2001",
+    "rag_generate": "Answer: It premiered on 4 November 2001.",
+    "closed_book": "Final Answer: In 2001.",
+}
+
+
+def test_unambiguous_questions_take_the_rag_route(collection, scripted):
+    name, model = scripted({**SCRIPT, "type_ambiguity": CLEAR})
+    result = agent.run(QUESTION, method="router", llm=name, collection=collection)
+    assert result.extra["route"] == "rag"
+    assert model.prompts() == ["type_ambiguity", "rag_extract", "rag_generate"]
+    assert result.answer == "It premiered on 4 November 2001." and len(result.passages) == 5
+
+
+def test_ambiguous_questions_go_to_the_configured_method(collection, scripted):
+    name, model = scripted({**SCRIPT, "type_ambiguity": AMBIGUOUS})
+    result = agent.run(QUESTION, method="router", llm=name, collection=collection)
+    assert result.extra["route"] == "diva"
+    assert model.prompts()[:3] == ["type_ambiguity", "type_ambiguity", "interpret"]  # DIVA types again inside
+    assert "verify" in model.prompts() and result.usage.by_node["verify"].calls == 2
+
+
+def test_the_method_for_ambiguous_questions_is_a_per_run_option(collection, scripted):
+    name, model = scripted({**SCRIPT, "type_ambiguity": AMBIGUOUS})
+    result = agent.run(QUESTION, method="router", llm=name, collection=collection, ambiguous_method="closed_book")
+    assert result.extra["route"] == "closed_book" and model.prompts() == ["type_ambiguity", "closed_book"]
+
+
+def test_clarify_interrupts_with_the_interpretations_and_answers_the_chosen_one(collection, scripted, tmp_path):
+    name, model = scripted({**SCRIPT, "type_ambiguity": AMBIGUOUS})
+    db = tmp_path / "checkpoints.sqlite"
+    thread = {"configurable": {"thread_id": "t1"}}
+    context = RouterContext(llm=name, collection=collection, clarify=True)
+    connection = sqlite3.connect(db, check_same_thread=False)
+    first = build(SqliteSaver(connection)).invoke({"question": QUESTION}, thread, context=context)
+    connection.close()
+    prompt = first["__interrupt__"][0].value
+    assert prompt["interpretations"] == ["When was the world premiere of the film?", "When was the film released in US cinemas?"]
+    connection = sqlite3.connect(db, check_same_thread=False)  # reopened, as a new process would
+    final = build(SqliteSaver(connection)).invoke(Command(resume=[2]), thread, context=context)
+    connection.close()
+    assert final["chosen"] == ["When was the film released in US cinemas?"]
+    assert final["answer"] == "It premiered on 4 November 2001."
+    assert model.prompts() == ["type_ambiguity", "interpret", "rag_extract", "rag_generate"]
