@@ -8,8 +8,8 @@ from agent.eval.harness import EvalConfig, evaluate
 
 ROWS = [
     {"id": "q1", "question": "When did the Harry Potter film come out?",
-     "qa_pairs": [{"question": "World premiere?", "short_answers": ["4 November 2001"]},
-                  {"question": "US release?", "short_answers": ["16 November 2001"]}],
+     "qa_pairs": [{"question": "When was the world premiere of the Harry Potter film in London?", "short_answers": ["4 November 2001"]},
+                  {"question": "When was the Harry Potter film released in cinemas in the United States?", "short_answers": ["16 November 2001"]}],
      "long_answers": ["It premiered in London on 4 November 2001 and opened in the US on 16 November 2001."]},
     {"id": "q2", "question": "Where is Mount Etna?",
      "qa_pairs": [{"question": "Which island?", "short_answers": ["Sicily"]}], "long_answers": ["Etna is on Sicily."]},
@@ -90,3 +90,14 @@ def test_orchestration_overhead_compares_wall_time_with_the_llm_critical_path(co
     report = orchestration_overhead(["rag"], ["Where is Mount Etna?"], collection, latency=0.05)
     assert report["rag"]["llm_calls"] == 2
     assert report["rag"]["wall_over_critical_path"] >= 1.0
+
+
+def test_oracle_mrecall_compares_vanilla_and_diva_retrieval_with_gold_interpretations(collection):
+    from agent.eval.bench import oracle_mrecall
+    from agent.eval.datasets import Example
+
+    example = Example.model_validate(ROWS[0])
+    report = oracle_mrecall(collection, [example], k=2)
+    assert report["questions"] == 1
+    assert report["diva_oracle_mrecall@2"] == 1.0  # the gold DQs pull the premiere and the US-release passages
+    assert 0.0 <= report["vanilla_mrecall@2"] <= 1.0
