@@ -38,7 +38,12 @@ def embed(texts: list[str], batch_size: int = 32) -> np.ndarray:
     """Unit-normalised float32 embeddings, one row per text (cosine similarity = dot product)."""
     if not texts:
         return np.zeros((0, 384), dtype=np.float32)
+    import torch
+
     with _encode_lock:  # one torch forward at a time; threads share the model
+        # A few queries run 20× faster on one thread when another process (the LLM server) keeps the cores busy:
+        # OpenMP workers spin-wait for each other. Batches (ingest) use every core.
+        torch.set_num_threads(1 if len(texts) <= 8 else os.cpu_count() or 1)
         vectors = load_encoder().encode(
             texts, batch_size=batch_size, normalize_embeddings=True, convert_to_numpy=True, show_progress_bar=False
         )
