@@ -149,10 +149,18 @@ def _demo_closed_book(call: ScriptedCall) -> str:
     return f"Final Answer: “{_question(call)}” can mean several things; without documents this answer stays general."
 
 
+def _demo_verify(call: ScriptedCall) -> str:
+    context = re.search(r"Context:\s*(.+?)\n\s*\nQuestion:", call.user, re.DOTALL)
+    answer = re.search(r"^Proposed Answer:\s*(.+)$", call.user, re.MULTILINE)
+    found = bool(context and answer) and answer.group(1).strip().lower() in context.group(1).lower()
+    return "True" if found else "False"
+
+
 DEMO_SCRIPT: dict[str, Reply] = {
     "rag_extract": _demo_extract,
     "rag_generate": _demo_generate,
     "closed_book": _demo_closed_book,
+    "toc_verify": _demo_verify,
 }
 
 
