@@ -55,10 +55,34 @@ def _describe(update: dict[str, Any]) -> str:
     return ", ".join(parts) + "".join("\n" + line for line in details)
 
 
+def _print_tree(tree: list[Any]) -> None:
+    """ToC's tree of clarifications, children under their parent (ids are BFS order), pruned nodes marked."""
+    nodes = [n if isinstance(n, dict) else n.model_dump() for n in tree]
+    children: dict[Any, list[dict]] = {}
+    for node in nodes:
+        children.setdefault(node["parent"], []).append(node)
+    out.print("\n[bold]Tree of clarifications[/]", highlight=False)
+
+    def show(node: dict) -> None:
+        line = escape(node["question"])
+        if node["parent"] is not None:
+            line += f" → [bold]{escape(node['answer'])}[/]"
+            if node["pruned"]:
+                line = f"[dim strike]{line}[/] [dim](pruned: {node['pruned_by']})[/]"
+            elif node["pruned_by"]:
+                line += " [dim](restored)[/]"
+        out.print(f"  {'   ' * node['depth']}[dim]#{node['id']}[/] {line}", highlight=False)
+        for child in children.get(node["id"], []):
+            show(child)
+
+    for root in children.get(None, []):
+        show(root)
+
+
 @app.command()
 def ask(
     question: str = typer.Argument(..., help="The (possibly ambiguous) question."),
-    method: str = typer.Option("rag", "--method", "-m", help="closed_book | rag (more methods as they land)"),
+    method: str = typer.Option("rag", "--method", "-m", help="closed_book | rag | toc (more methods as they land)"),
     llm: Optional[str] = typer.Option(None, "--llm", help="local (default) | openai | fake"),
     collection: Optional[str] = typer.Option(None, "--collection", "-c", help="Chroma collection (default: demo)"),
     top_k: Optional[int] = typer.Option(None, "--top-k", help="passages to retrieve, where the method retrieves"),
@@ -103,6 +127,8 @@ def ask(
         for i, d in enumerate(result.disambiguations, 1):
             cite = f" [dim]{escape('[' + ', '.join(d.passage_ids) + ']')}[/]" if d.passage_ids else ""
             out.print(f"  {i}. {escape(d.question)} → [bold]{escape(d.answer)}[/]{cite}", highlight=False)
+    if result.extra.get("tree"):
+        _print_tree(result.extra["tree"])
     total = result.usage.total
     err.print(
         f"\n[dim]{result.seconds:.1f}s · {total.calls} LLM calls · {total.input_tokens} prompt + "

@@ -181,6 +181,13 @@ def _demo_verify(call: ScriptedCall) -> str:
     return "Yes" if any(w in passages for w in words) else "No"
 
 
+def _demo_toc_verify(call: ScriptedCall) -> str:
+    context = re.search(r"Context:\s*(.+?)\n\s*\nQuestion:", call.user, re.DOTALL)
+    answer = re.search(r"^Proposed Answer:\s*(.+)$", call.user, re.MULTILINE)
+    found = bool(context and answer) and answer.group(1).strip().lower() in context.group(1).lower()
+    return "True" if found else "False"
+
+
 DEMO_SCRIPT: dict[str, Reply] = {
     "rag_extract": _demo_extract,
     "rag_generate": _demo_generate,
@@ -188,6 +195,7 @@ DEMO_SCRIPT: dict[str, Reply] = {
     "type_ambiguity": _demo_type_ambiguity,
     "interpret": _demo_interpret,
     "verify": _demo_verify,
+    "toc_verify": _demo_toc_verify,
 }
 
 

@@ -36,6 +36,10 @@ class YesNo(BaseModel):
     verdict: Literal["Yes", "No"]
 
 
+class TrueFalse(BaseModel):
+    verdict: Literal["True", "False"]
+
+
 class NodeUsage(BaseModel):
     calls: int = 0
     input_tokens: int = 0

@@ -1,0 +1,338 @@
+"""Tree of Clarifications (Kim et al., EMNLP 2023): a breadth-first tree of DQ/DA pairs, then one long-form answer.
+
+``retrieve`` fetches a candidate pool for the ambiguous question (AQ). Each BFS round sends every frontier node to the
+compiled ``expand`` subgraph (Sec. 3.2), concurrently: ``rerank`` the pool for the node's question (stored vectors,
+top 5) → ``clarify`` (RAC, Sec. 3.1: child DQ/DA pairs) → optional ``prune`` (deduplication, then self-verification).
+``grow`` adds the children in BFS order and checks termination: 10 valid nodes, depth 3, 3 failed expansions in a
+row, or the expansion cap. A round in which every expansion failed re-expands the root and the valid nodes on passages
+they have not read yet (the official code's restart). ``generate`` answers from up to 10 pairs and 5 passages.
+
+Self-verification asks whether the child's answer could answer the *root* AQ given the best answer-containing
+passage, as Sec. 3.2 and Tables 8-9 define it; the DQ itself is not shown. (The official code's verify path crashes:
+``verify_with_evidence`` is called with five arguments and takes four.)
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Literal
+
+import numpy as np
+from langgraph.graph import END, START, StateGraph
+from langgraph.runtime import Runtime
+from langgraph.types import Send
+from pydantic import BaseModel, Field
+from typing_extensions import TypedDict
+
+from agent import rac
+from agent.context import RunContext, context_of
+from agent.embeddings import embed
+from agent.llm_calls import ask, run_concurrently, usage_update
+from agent.parsing import parse_true_false
+from agent.schemas import Disambiguation, Passage, TrueFalse, UsageReport
+from agent.state import AnswerOutput, AnswerState, QuestionInput
+from agent.text import normalize_answer, supporting_ids
+from agent.usage import merge_usage
+
+
+class TocContext(RunContext):
+    pool_size: int = Field(default=100, ge=1, le=1000, description="candidate passages retrieved for the AQ (App. A.3)")
+    top_k: int = Field(default=5, ge=1, le=20, description="passages reranked from the pool for each expansion (A.3)")
+    max_nodes: int = Field(default=10, ge=1, le=50, description="stop at this many valid nodes; pairs in the answer")
+    max_depth: int = Field(default=3, ge=1, le=10, description="deepest tree level; nodes there are not expanded")
+    max_failures: int = Field(default=3, ge=1, le=10, description="stop after this many failed expansions in a row (Sec. 5)")
+    max_expansions: int = Field(default=15, ge=1, le=100, description="hard cap on expansions per question")
+    prune: bool = Field(default=False, description="deduplicate and self-verify child nodes (off: DIVA re-ran ToC without)")
+    duplicate_similarity: float = Field(
+        default=0.9, ge=0, le=1, description="a child whose answer matches a node's and whose DQ has this cosine is a duplicate"
+    )
+    min_nodes: int = Field(default=2, ge=0, le=50, description="fewer valid nodes than this undoes pruning, root side first")
+    answer_passages: int = Field(default=5, ge=1, le=20, description="passages in the answer prompt, answer-containing first")
+
+
+class Clarification(Disambiguation):
+    """A child DQ/DA pair as one expansion produced it."""
+
+    pruned_by: Literal["", "verification", "duplicate"] = ""
+
+
+class TreeNode(Clarification):
+    id: int = Field(description="BFS order: a node's id is larger than its parent's")
+    parent: int | None = None
+    depth: int = 0
+    pruned: bool = False
+    expanded: int = Field(default=0, description="times this node was expanded")
+    context_ids: list[str] = Field(default_factory=list, description="passages its expansions showed RAC")
+
+
+class Expansion(BaseModel):
+    node_id: int
+    passage_ids: list[str]
+    children: list[Clarification]
+
+
+def collect(left: list[Expansion] | None, right: list[Expansion] | None) -> list[Expansion]:
+    """Reducer for the round's results: expansions append, ``grow`` clears with None."""
+    return [] if right is None else [*(left or []), *right]
+
+
+class TocState(AnswerState, total=False):
+    pool: list[Passage]
+    tree: list[TreeNode]
+    frontier: list[int]
+    pending: Annotated[list[Expansion], collect]
+    expansions: int
+    failed_streak: int
+    stop_reason: str
+
+
+class ExpandInput(TypedDict):
+    node: TreeNode
+    root_question: str
+    candidates: list[Passage]
+    known: list[TreeNode]
+
+
+class ExpandState(ExpandInput, total=False):
+    """Only ``pending`` and ``usage`` are shared with the parent; the other keys stay in the subgraph.
+
+    (No output schema: LangGraph streams a subgraph's updates only for its output keys, which would hide ``rerank``.)
+    """
+
+    context: list[Passage]
+    children: list[Clarification]
+    pending: list[Expansion]
+    usage: Annotated[UsageReport, merge_usage]
+
+
+# --- the expansion of one node (the subgraph) ---
+
+
+def rerank(state: ExpandState, runtime: Runtime[TocContext]) -> dict:
+    """Sec. 3.2: passages are reranked for the current node's question; a re-expansion skips what the node read."""
+    ctx = context_of(runtime, TocContext)
+    seen = set(state["node"].context_ids)
+    pool = [p for p in state["candidates"] if p.id not in seen]
+    if not pool:
+        return {"context": []}
+    scores = ctx.store().embeddings(pool) @ embed([state["node"].question])[0]
+    order = np.argsort(-scores, kind="stable")[: ctx.top_k]
+    return {"context": [pool[i].model_copy(update={"score": round(float(scores[i]), 6)}) for i in order]}
+
+
+def clarify(state: ExpandState, runtime: Runtime[TocContext]) -> dict:
+    """RAC (Sec. 3.1): DQ/DA pairs for the node's question from its top passages; none when no passage is left."""
+    if not state["context"]:
+        return {"children": [], "pending": [_expansion(state, [])]}
+    reply = rac.extract(state["node"].question, state["context"], context_of(runtime, TocContext).llm_options())
+    children = [Clarification(**pair.model_dump()) for pair in reply.value]
+    return {"children": children, "pending": [_expansion(state, children)], "usage": usage_update(reply)}
+
+
+def prune(state: ExpandState, runtime: Runtime[TocContext]) -> dict:
+    """Table 3: drop duplicates of nodes in the tree, then self-verify the rest concurrently (True keeps a node)."""
+    ctx = context_of(runtime, TocContext)
+    children = state["children"]
+    duplicate = duplicate_flags(children, state["known"], ctx.duplicate_similarity)
+    children = [c.model_copy(update={"pruned_by": "duplicate"}) if d else c for c, d in zip(children, duplicate)]
+    candidates = [c for c in children if not c.pruned_by]
+    evidence = best_evidence(candidates, state["candidates"], ctx)
+    options = ctx.llm_options()
+
+    def verify(pair: tuple[Clarification, Passage]):
+        child, passage = pair
+        return ask(
+            "toc_verify",
+            options,
+            parse=parse_true_false,
+            schema=TrueFalse,
+            fallback=True,  # pruning removes only what the verifier rejects
+            max_tokens=24,
+            passage=f"{passage.title} | {passage.text}",
+            question=state["root_question"],
+            answer=child.answer,
+        )
+
+    replies = run_concurrently(verify, list(zip(candidates, evidence)), ctx.max_concurrency)
+    verdicts = iter(r.value for r in replies)
+    children = [c if c.pruned_by or next(verdicts) else c.model_copy(update={"pruned_by": "verification"}) for c in children]
+    return {"children": children, "pending": [_expansion(state, children)], "usage": usage_update(*replies)}
+
+
+def _expansion(state: ExpandState, children: list[Clarification]) -> Expansion:
+    return Expansion(node_id=state["node"].id, passage_ids=[p.id for p in state["context"]], children=children)
+
+
+def duplicate_flags(candidates: list[Disambiguation], known: list[Disambiguation], similarity: float) -> list[bool]:
+    """Near-identical DQs: the same answer (one contains the other) and question embeddings at least this similar."""
+    if not candidates:
+        return []
+    everyone = [*known, *candidates]
+    vectors = embed([d.question for d in everyone])
+    kept, flags = list(range(len(known))), []
+    for i in range(len(known), len(everyone)):
+        flag = any(
+            _same_answer(everyone[i].answer, everyone[j].answer) and float(vectors[i] @ vectors[j]) >= similarity
+            for j in kept
+        )
+        flags.append(flag)
+        if not flag:
+            kept.append(i)
+    return flags
+
+
+def _same_answer(a: str, b: str) -> bool:
+    a, b = f" {normalize_answer(a)} ", f" {normalize_answer(b)} "
+    return bool(a.strip() and b.strip()) and (a in b or b in a)
+
+
+def best_evidence(children: list[Disambiguation], pool: list[Passage], ctx: TocContext) -> list[Passage]:
+    """App. A.3: the pool passage most similar to each DQ among those containing its answer (any, if none does)."""
+    if not children:
+        return []
+    scores = embed([c.question for c in children]) @ ctx.store().embeddings(pool).T
+    evidence = []
+    for child, row in zip(children, scores):
+        holders = set(supporting_ids(child.answer, pool))
+        mask = np.array([p.id in holders for p in pool]) if holders else np.ones(len(pool), dtype=bool)
+        evidence.append(pool[int(np.argmax(np.where(mask, row, -np.inf)))])
+    return evidence
+
+
+def after_clarify(state: ExpandState, runtime: Runtime[TocContext]) -> Literal["prune", "__end__"]:
+    return "prune" if context_of(runtime, TocContext).prune and state["children"] else END
+
+
+expand_builder = StateGraph(ExpandState, input_schema=ExpandInput, context_schema=TocContext)
+expand_builder.add_node("rerank", rerank)
+expand_builder.add_node("clarify", clarify)
+expand_builder.add_node("prune", prune)
+expand_builder.add_edge(START, "rerank")
+expand_builder.add_edge("rerank", "clarify")
+expand_builder.add_conditional_edges("clarify", after_clarify, ["prune", END])
+expand_builder.add_edge("prune", END)
+expand_graph = expand_builder.compile(name="toc_expand")
+
+
+# --- the tree (the parent graph) ---
+
+
+def retrieve(state: TocState, runtime: Runtime[TocContext]) -> dict:
+    """Sec. 3.1: one candidate pool for the AQ; the root node holds the AQ."""
+    ctx = context_of(runtime, TocContext)
+    root = TreeNode(id=0, question=state["question"], answer="")
+    pool = ctx.store().search(state["question"], ctx.pool_size)
+    return {"pool": pool, "tree": [root], "frontier": [0], "expansions": 0, "failed_streak": 0, "stop_reason": ""}
+
+
+def grow(state: TocState, runtime: Runtime[TocContext]) -> dict:
+    """Add the round's children in BFS order, stopping where sequential BFS would; choose the next frontier."""
+    ctx = context_of(runtime, TocContext)
+    tree = list(state["tree"])
+    results = {e.node_id: e for e in state["pending"]}
+    frontier = state["frontier"]
+    duplicates = _duplicates_across(results, frontier, ctx.duplicate_similarity) if ctx.prune else set()
+    streak, stop, added = state.get("failed_streak", 0), "", []
+    for node_id in frontier:
+        result, parent = results[node_id], tree[node_id]
+        tree[node_id] = parent.model_copy(
+            update={"expanded": parent.expanded + 1, "context_ids": [*parent.context_ids, *result.passage_ids]}
+        )
+        if stop:  # ran concurrently, but sequential BFS would have stopped before this expansion
+            continue
+        children = []
+        for i, child in enumerate(result.children):
+            pruned_by = "duplicate" if (node_id, i) in duplicates else child.pruned_by
+            fields = {**child.model_dump(), "pruned_by": pruned_by, "pruned": bool(pruned_by)}
+            children.append(TreeNode(**fields, id=len(tree) + i, parent=node_id, depth=parent.depth + 1))
+        tree += children
+        valid = [c for c in children if not c.pruned]
+        added += valid
+        streak = 0 if valid else streak + 1
+        if sum(not n.pruned for n in tree[1:]) >= ctx.max_nodes:
+            stop = f"{ctx.max_nodes} valid nodes"
+        elif streak >= ctx.max_failures:
+            stop = f"{ctx.max_failures} failed expansions in a row"
+    count = state.get("expansions", 0) + len(frontier)
+    following: list[int] = []
+    if not stop:
+        following = [n.id for n in added if n.depth < ctx.max_depth]
+        if added and not following:
+            stop = f"depth {ctx.max_depth}"
+        elif not added:  # every expansion failed: re-expand the root and the valid nodes on unread passages
+            following = [n.id for n in tree if not n.pruned and n.depth < ctx.max_depth]
+        if not stop and count >= ctx.max_expansions:
+            stop = f"{ctx.max_expansions} expansions"
+    return {
+        "tree": tree,
+        "frontier": [] if stop else following[: ctx.max_expansions - count],
+        "pending": None,
+        "expansions": count,
+        "failed_streak": streak,
+        "stop_reason": stop,
+    }
+
+
+def _duplicates_across(results: dict[int, Expansion], frontier: list[int], similarity: float) -> set[tuple[int, int]]:
+    """(node id, child index) of children that repeat a sibling from an earlier expansion of the same round."""
+    kept = [(node_id, i, c) for node_id in frontier for i, c in enumerate(results[node_id].children) if not c.pruned_by]
+    flags = duplicate_flags([c for _, _, c in kept], [], similarity)
+    return {(node_id, i) for (node_id, i, _), flag in zip(kept, flags) if flag}
+
+
+def explore(state: TocState) -> list[Send] | Literal["generate"]:
+    """BFS: one ``expand`` per frontier node, all in one superstep (concurrent); an empty frontier ends the tree."""
+    if not state["frontier"]:
+        return "generate"
+    known = state["tree"][1:]
+    return [
+        Send("expand", {"node": state["tree"][i], "root_question": state["question"], "candidates": state["pool"], "known": known})
+        for i in state["frontier"]
+    ]
+
+
+def generate(state: TocState, runtime: Runtime[TocContext]) -> dict:
+    """Answer generation (Sec. 3.2, App. A.3): up to 10 valid pairs in BFS order, 5 answer-containing passages first."""
+    ctx = context_of(runtime, TocContext)
+    tree = undo_pruning(state["tree"], ctx.min_nodes)
+    nodes = [n for n in tree[1:] if not n.pruned][: ctx.max_nodes]
+    pairs = [Disambiguation(question=n.question, answer=n.answer, passage_ids=n.passage_ids) for n in nodes]
+    passages = answer_passages(nodes, state["pool"], ctx.answer_passages)
+    reply = rac.generate(state["question"], pairs, passages, ctx.llm_options())
+    return {"tree": tree, "answer": reply.value, "disambiguations": pairs, "passages": passages, "usage": usage_update(reply)}
+
+
+def undo_pruning(tree: list[TreeNode], min_nodes: int) -> list[TreeNode]:
+    """Sec. 3.2: with too few valid nodes, restore verification-pruned nodes closest to the root (BFS order)."""
+    missing = min_nodes - sum(not n.pruned for n in tree[1:])
+    restored = []
+    for node in tree:
+        if missing > 0 and node.pruned and node.pruned_by == "verification":
+            node, missing = node.model_copy(update={"pruned": False}), missing - 1
+        restored.append(node)
+    return restored
+
+
+def answer_passages(nodes: list[TreeNode], pool: list[Passage], k: int) -> list[Passage]:
+    """One passage holding each answer, in BFS order; then the pool's best for the AQ fills the rest."""
+    chosen: list[str] = []
+    for node in nodes:
+        if len(chosen) == k:
+            break
+        fresh = [i for i in [*node.passage_ids, *supporting_ids(node.answer, pool)] if i not in chosen]
+        chosen += fresh[:1]
+    chosen += [p.id for p in pool if p.id not in chosen][: k - len(chosen)]
+    by_id = {p.id: p for p in pool}
+    return [by_id[i] for i in chosen]
+
+
+builder = StateGraph(TocState, input_schema=QuestionInput, output_schema=AnswerOutput, context_schema=TocContext)
+builder.add_node("retrieve", retrieve)
+builder.add_node("expand", expand_graph)
+builder.add_node("grow", grow)
+builder.add_node("generate", generate)
+builder.add_edge(START, "retrieve")
+builder.add_conditional_edges("retrieve", explore, ["expand", "generate"])
+builder.add_edge("expand", "grow")
+builder.add_conditional_edges("grow", explore, ["expand", "generate"])
+builder.add_edge("generate", END)
+graph = builder.compile(name="toc")
