@@ -63,11 +63,20 @@ class DivaOutput(AnswerOutput, total=False):
     route: Literal["rag", "closed_book"]
 
 
+class DivaInput(QuestionInput, total=False):
+    """A caller that already typed the question (the router) passes the typing, and I_a is not asked again."""
+
+    ambiguity_types: list[AmbiguityType]
+    ambiguity_reason: str
+
+
 class DivaState(QuestionInput, DivaOutput, total=False):
     candidates: list[Candidate]
 
 
 def type_ambiguity(state: DivaState, runtime: Runtime[DivaContext]) -> dict:
+    if state.get("ambiguity_types"):
+        return {}
     ctx = context_of(runtime, DivaContext)
     question = state["question"]
     reply = classify_ambiguity(question, demos_for(question, ctx.fewshot, ctx.demo_selection), ctx.llm_options())
@@ -162,7 +171,7 @@ def adapt(state: DivaState) -> Literal["rag_extract", "closed_book"]:
     return "closed_book" if state["grade"] == "Useless" else "rag_extract"
 
 
-builder = StateGraph(DivaState, input_schema=QuestionInput, output_schema=DivaOutput, context_schema=DivaContext)
+builder = StateGraph(DivaState, input_schema=DivaInput, output_schema=DivaOutput, context_schema=DivaContext)
 builder.add_node("type_ambiguity", type_ambiguity)
 builder.add_node("interpret", interpret)
 builder.add_node("retrieve", retrieve)

@@ -54,7 +54,7 @@ def type_ambiguity(state: RouterState, runtime: Runtime[RouterContext]) -> dict:
     return {"ambiguity_types": reply.value.types, "ambiguity_reason": reply.value.reason, "usage": usage_update(reply)}
 
 
-def _answer_with(method: str, question: str, ctx: RouterContext, detach: bool = False) -> dict[str, Any]:
+def _answer_with(method: str, question: str, ctx: RouterContext, detach: bool = False, **inputs: Any) -> dict[str, Any]:
     """Run a method's graph on ``question`` as a subgraph of this run (its node updates stream with ours).
 
     ``detach`` runs it outside this run instead: concurrent subgraphs of one node would share a checkpoint namespace.
@@ -65,8 +65,8 @@ def _answer_with(method: str, question: str, ctx: RouterContext, detach: bool = 
     fields = graph.context_schema.model_fields
     context = graph.context_schema(**{k: v for k, v in ctx.model_dump().items() if k in fields})
     if detach:
-        return contextvars.Context().run(graph.invoke, {"question": question}, context=context)
-    return graph.invoke({"question": question}, context=context)
+        return contextvars.Context().run(graph.invoke, {"question": question, **inputs}, context=context)
+    return graph.invoke({"question": question, **inputs}, context=context)
 
 
 def rag(state: RouterState, runtime: Runtime[RouterContext]) -> dict:
@@ -76,7 +76,8 @@ def rag(state: RouterState, runtime: Runtime[RouterContext]) -> dict:
 
 def disambiguate(state: RouterState, runtime: Runtime[RouterContext]) -> dict:
     ctx = context_of(runtime, RouterContext)
-    result = _answer_with(ctx.ambiguous_method, state["question"], ctx)
+    typing = {k: state[k] for k in ("ambiguity_types", "ambiguity_reason") if ctx.ambiguous_method == "diva" and k in state}
+    result = _answer_with(ctx.ambiguous_method, state["question"], ctx, **typing)  # DIVA reuses our typing
     contract = ("answer", "disambiguations", "passages", "usage")
     return {**{k: result[k] for k in contract if k in result}, "route": ctx.ambiguous_method}
 

@@ -34,7 +34,7 @@ def test_ambiguous_questions_go_to_the_configured_method(collection, scripted):
     name, model = scripted({**SCRIPT, "type_ambiguity": AMBIGUOUS})
     result = agent.run(QUESTION, method="router", llm=name, collection=collection)
     assert result.extra["route"] == "diva"
-    assert model.prompts()[:3] == ["type_ambiguity", "type_ambiguity", "interpret"]  # DIVA types again inside
+    assert model.prompts()[:2] == ["type_ambiguity", "interpret"]  # DIVA reuses the router's typing
     assert "verify" in model.prompts() and result.usage.by_node["verify"].calls == 2
 
 
