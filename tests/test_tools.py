@@ -7,7 +7,7 @@ from agent.fake_llm import ScriptedChatModel
 from agent.tools import all_tools, as_tool
 from graphs import METHODS
 
-METHOD = "rag"  # the method whose tool the agent calls
+METHOD = "diva"  # the method whose tool the agent calls
 QUESTION = "When did the Harry Potter film come out?"
 
 
@@ -20,7 +20,13 @@ def test_tool_schema_and_name():
 
 def test_a_react_agent_calls_the_method_tool_and_gets_answer_and_artifact(collection, scripted):
     method_llm, _ = scripted(
-        {"rag_extract": "DQ 1: When was the world premiere?\nDA 1: 4 November 2001", "rag_generate": "Answer: It premiered on 4 November 2001."}
+        {
+            "type_ambiguity": "##Reason: the premiere and the US release differ. ##Answer: [AmbLoc]",
+            "interpret": "1: When was the film's world premiere?\n2: When was the film released in the US?",
+            "verify": "Yes",
+            "rag_extract": "DQ 1: When was the world premiere?\nDA 1: 4 November 2001",
+            "rag_generate": "Answer: It premiered on 4 November 2001.",
+        }
     )
     tool = as_tool(METHOD, llm=method_llm, collection=collection)
     agent_llm = ScriptedChatModel(
