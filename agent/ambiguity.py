@@ -10,7 +10,7 @@ from collections.abc import Callable
 from agent.fewshot import Demo, Selection, select_demos
 from agent.llm_calls import LLMOptions, Reply, ask
 from agent.parsing import parse_ambiguity, parse_numbered_list
-from agent.schemas import AmbiguityType, AmbiguityTyping, Interpretations
+from agent.schemas import AmbiguityType, AmbiguityTyping
 
 DEMO_FILE = "ambiguity"
 
@@ -66,12 +66,15 @@ def _unique(items: list[str]) -> list[str]:
 
 
 def infer_interpretations(question: str, reason: str, demos: list[AmbiguityDemo], options: LLMOptions) -> Reply[list[str]]:
-    """I_p: pseudo-interpretations from the question and the reason; an empty list when none can be parsed."""
+    """I_p: pseudo-interpretations from the question and the reason; an empty list when none can be parsed.
+
+    Plain numbered text, never a JSON grammar: constrained to JSON, the local 1.5B model wrote one interpretation for
+    4 of 5 ASQA benchmark questions; as text it wrote two for all 5.
+    """
     reply = ask(
         "interpret",
         options,
         parse=parse_numbered_list,
-        schema=Interpretations,
         fallback=[],
         examples=_examples(demos, _interpretation_example),
         question=question,

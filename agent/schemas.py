@@ -81,9 +81,3 @@ class AmbiguityTyping(BaseModel):
 
     reason: str = Field(description="the unclear part of the question and the readings it allows")
     types: list[AmbiguityType] = Field(description="the kinds of ambiguity; N/A when the question has one reading")
-
-
-class Interpretations(BaseModel):
-    """DIVA's I_p output: pseudo-interpretations, each a question with a single reading."""
-
-    disambiguations: list[str] = Field(description="disambiguated questions, one per reading")
