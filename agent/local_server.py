@@ -9,6 +9,7 @@ from __future__ import annotations
 import atexit
 import importlib.util
 import os
+import signal
 import socket
 import subprocess
 import sys
@@ -24,6 +25,16 @@ from agent.settings import Settings
 
 _lock = threading.Lock()
 _servers: dict[str, "LocalServer"] = {}
+
+
+def _die_with_parent() -> None:
+    """In the server process: get SIGTERM when our process dies, even by a signal that skips atexit (Linux)."""
+    try:
+        import ctypes
+
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
+    except OSError:
+        pass
 
 
 def _free_port() -> int:
@@ -53,7 +64,7 @@ class LocalServer:
             "--cache", "True",  # RAM prompt cache: interleaved prefixes stay warm
         ]  # fmt: skip
         self._log = self.log_path.open("wb")
-        self.process = subprocess.Popen(cmd, stdout=self._log, stderr=subprocess.STDOUT, start_new_session=True)
+        self.process = subprocess.Popen(cmd, stdout=self._log, stderr=subprocess.STDOUT, preexec_fn=_die_with_parent)
         atexit.register(self.stop)
         self._wait_ready(settings.local_startup_timeout)
 
