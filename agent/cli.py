@@ -1,4 +1,4 @@
-"""Command line: ``ambigqa ask`` and ``ambigqa ingest`` (also ``python -m agent``). Heavy imports happen per command."""
+"""Command line: ``ambigqa ask``, ``ingest`` and ``neighbours`` (also ``python -m agent``). Heavy imports happen per command."""
 
 from __future__ import annotations
 
@@ -44,7 +44,7 @@ def _describe(update: dict[str, Any]) -> str:
 @app.command()
 def ask(
     question: str = typer.Argument(..., help="The (possibly ambiguous) question."),
-    method: str = typer.Option("rag", "--method", "-m", help="closed_book | rag (more methods as they land)"),
+    method: str = typer.Option("rag", "--method", "-m", help="closed_book | rag | sunar"),
     llm: Optional[str] = typer.Option(None, "--llm", help="local (default) | openai | fake"),
     collection: Optional[str] = typer.Option(None, "--collection", "-c", help="Chroma collection (default: demo)"),
     top_k: Optional[int] = typer.Option(None, "--top-k", help="passages to retrieve, where the method retrieves"),
@@ -109,6 +109,27 @@ def ingest(
     out.print(
         f"{report.collection}: {report.added} added, {report.skipped} already stored, "
         f"{report.records} records in {report.seconds:.1f}s{rate}",
+        highlight=False,
+    )
+
+
+@app.command()
+def neighbours(
+    collection: str = typer.Option(..., "--collection", "-c", help="an ingested collection"),
+    k: int = typer.Option(10, "--k", min=1, max=100, help="neighbours per passage"),
+) -> None:
+    """Build SUNAR's neighbourhood graph (each passage's k nearest passages) from the stored embeddings."""
+    from agent.errors import AgentError
+    from agent.neighbours import build_neighbours, graph_path
+    from agent.store import open_store
+
+    try:
+        store = open_store(collection)
+        graph = build_neighbours(store, k)
+    except AgentError as exc:
+        _fail(str(exc))
+    out.print(
+        f"{collection}: {len(graph.ids)} passages × {graph.k} neighbours in {graph.seconds:.1f}s → {graph_path(store, k)}",
         highlight=False,
     )
 

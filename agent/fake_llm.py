@@ -149,10 +149,28 @@ def _demo_closed_book(call: ScriptedCall) -> str:
     return f"Final Answer: “{_question(call)}” can mean several things; without documents this answer stays general."
 
 
+def _demo_decompose(call: ScriptedCall) -> str:
+    question = re.search(r"^Question:\s*(.+)$", call.user, re.MULTILINE)
+    asked = call.user.count("Follow up:")
+    if asked >= 2:
+        return "So the final answer is: " + (re.findall(r"Intermediate answer: (.+)", call.user) or ["unknown"])[-1]
+    subject = question.group(1).rstrip("?") if question else "the question"
+    return f"Follow up: {'What is' if asked else 'Who or what is'} the main subject of: {subject}?"
+
+
+def _demo_short_answer(call: ScriptedCall) -> str:
+    match = _PASSAGE_LINE.search(call.user)
+    return f"Answer: {match.group(2) if match else 'unknown'}"
+
+
 DEMO_SCRIPT: dict[str, Reply] = {
     "rag_extract": _demo_extract,
     "rag_generate": _demo_generate,
     "closed_book": _demo_closed_book,
+    "sunar_decompose": _demo_decompose,
+    "sunar_answer_sub": _demo_short_answer,
+    "sunar_meta_reason": _demo_short_answer,
+    "sunar_entails": "Yes",
 }
 
 
