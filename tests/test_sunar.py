@@ -198,6 +198,30 @@ def test_unknown_equivalence_and_missing_nli_model_are_config_errors(tmp_path):
         get_equivalence(f"nli:{tmp_path}", LLMOptions())
 
 
+def _nli_model(path, label: int) -> str:
+    """A tiny local NLI model directory whose classifier always predicts ``label`` (0 contradiction, 2 entailment)."""
+    import torch
+    from transformers import BertConfig, BertForSequenceClassification, BertTokenizerFast
+
+    (path / "vocab.txt").write_text("\n".join(["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "velmora", "ostra", "q"]))
+    BertTokenizerFast(vocab_file=str(path / "vocab.txt")).save_pretrained(path)
+    labels = {0: "CONTRADICTION", 1: "NEUTRAL", 2: "ENTAILMENT"}
+    config = BertConfig(vocab_size=8, hidden_size=8, num_hidden_layers=1, num_attention_heads=1, intermediate_size=8,
+                        num_labels=3, id2label=labels, label2id={v: k for k, v in labels.items()})  # fmt: skip
+    model = BertForSequenceClassification(config)
+    with torch.no_grad():
+        model.classifier.weight.zero_()
+        model.classifier.bias.copy_(torch.nn.functional.one_hot(torch.tensor(label), 3).float())
+    model.save_pretrained(path)
+    return f"nli:{path}"
+
+
+def test_nli_option_uses_the_entailment_label_of_a_local_model(tmp_path):
+    (tmp_path / "yes").mkdir(), (tmp_path / "no").mkdir()
+    assert get_equivalence(_nli_model(tmp_path / "yes", 2), LLMOptions()).equivalent("q", "velmora", "ostra")
+    assert not get_equivalence(_nli_model(tmp_path / "no", 0), LLMOptions()).equivalent("q", "velmora", "velmora")
+
+
 # --- parsers ---
 
 
