@@ -90,8 +90,9 @@ def decompose(state: SunarState, runtime: Runtime[SunarContext]) -> dict:
     path = state.get("reasoning_path", [])
     if len(path) >= ctx.max_hops:
         return {"sub_question": ""}
+    fallback = (False, "") if path else (True, state["question"])  # unusable output: stop, or retrieve for the question
     reply = ask(
-        "sunar_decompose", ctx.short_options(), parse=parse_self_ask, fallback=(not path, state["question"]),
+        "sunar_decompose", ctx.short_options(), parse=parse_self_ask, fallback=fallback,
         question=state["question"], path=_self_ask_path(path),
     )  # fmt: skip
     follow_up, text = reply.value
@@ -99,7 +100,7 @@ def decompose(state: SunarState, runtime: Runtime[SunarContext]) -> dict:
     if not follow_up and not path:  # Self-Ask answered without evidence: retrieve for the question itself
         return {"sub_question": state["question"], "draft_answer": text, "usage": usage_update(reply)}
     if not follow_up or normalize_answer(text) in asked:  # done, or going round in circles
-        return {"sub_question": "", "draft_answer": text if not follow_up else "", "usage": usage_update(reply)}
+        return {"sub_question": "", "draft_answer": "" if follow_up else text, "usage": usage_update(reply)}
     return {"sub_question": text, "usage": usage_update(reply)}
 
 

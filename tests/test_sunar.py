@@ -320,3 +320,11 @@ def test_a_direct_answer_without_evidence_still_retrieves_for_the_question(plant
 def test_sunar_runs_on_the_demo_script(planted):
     result = agent.run(QUESTION, method="sunar", llm="fake", collection=planted, budget=4, samples=2)
     assert result.answer and result.extra["reasoning_path"]
+
+
+def test_unusable_decomposition_after_a_hop_ends_the_loop(planted, scripted):
+    name, _ = scripted({"sunar_decompose": ["Follow up: " + SUB_QUESTION, "Hmm."], "sunar_answer_sub": "Answer: Velmora",
+                        "sunar_meta_reason": ""})  # fmt: skip
+    result = agent.run(QUESTION, method="sunar", llm=name, collection=planted, asu=False, budget=4, retries=0)
+    assert len(result.extra["reasoning_path"]) == 1
+    assert result.answer == "Velmora"  # neither MER nor Self-Ask answered: the last intermediate answer stands
