@@ -6,6 +6,7 @@ decompose → nar_retrieve → answer_sub → decompose … → meta_reason.
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Literal
 
 from langgraph.graph import END, START, StateGraph
@@ -44,14 +45,9 @@ class SunarContext(RunContext):
     answer_tokens: int = Field(default=48, ge=8, le=512, description="max tokens of a sub-question, short answer")
 
     def short_options(self, temperature: float | None = None) -> LLMOptions:
-        options = self.llm_options()
-        return LLMOptions(
-            llm=options.llm,
-            temperature=self.temperature if temperature is None else temperature,
-            max_tokens=self.answer_tokens,
-            structured=options.structured,
-            retries=options.retries,
-        )
+        """Options for the short calls: sub-questions and factoid answers."""
+        temperature = self.temperature if temperature is None else temperature
+        return replace(self.llm_options(), temperature=temperature, max_tokens=self.answer_tokens)
 
 
 class Hop(BaseModel):
