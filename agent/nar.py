@@ -50,7 +50,7 @@ def neighbourhood_rerank(
     while len(scored) < budget:  # line 15
         room = min(batch_size, budget - len(scored))
         r0 = [p for p in r0 if p.id not in scored]  # line 11: R ← R \ B
-        if from_frontier and not frontier or not from_frontier and not r0:
+        if (from_frontier and not frontier) or (not from_frontier and not r0):
             from_frontier = not from_frontier  # the chosen pool is exhausted: take the other one
         if from_frontier:
             best = sorted(frontier, key=lambda pid: frontier[pid], reverse=True)[:room]
