@@ -186,6 +186,18 @@ def _demo_toc_verify(call: ScriptedCall) -> str:
     answer = re.search(r"^Proposed Answer:\s*(.+)$", call.user, re.MULTILINE)
     found = bool(context and answer) and answer.group(1).strip().lower() in context.group(1).lower()
     return "True" if found else "False"
+def _demo_decompose(call: ScriptedCall) -> str:
+    question = re.search(r"^Question:\s*(.+)$", call.user, re.MULTILINE)
+    asked = call.user.count("Follow up:")
+    if asked >= 2:
+        return "So the final answer is: " + (re.findall(r"Intermediate answer: (.+)", call.user) or ["unknown"])[-1]
+    subject = question.group(1).rstrip("?") if question else "the question"
+    return f"Follow up: {'What is' if asked else 'Who or what is'} the main subject of: {subject}?"
+
+
+def _demo_short_answer(call: ScriptedCall) -> str:
+    match = _PASSAGE_LINE.search(call.user)
+    return f"Answer: {match.group(2) if match else 'unknown'}"
 
 
 DEMO_SCRIPT: dict[str, Reply] = {
@@ -196,6 +208,10 @@ DEMO_SCRIPT: dict[str, Reply] = {
     "interpret": _demo_interpret,
     "verify": _demo_verify,
     "toc_verify": _demo_toc_verify,
+    "sunar_decompose": _demo_decompose,
+    "sunar_answer_sub": _demo_short_answer,
+    "sunar_meta_reason": _demo_short_answer,
+    "sunar_entails": "Yes",
 }
 
 

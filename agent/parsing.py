@@ -167,3 +167,28 @@ def parse_ambiguity(text: str) -> tuple[list[str], str]:
         found.remove("N/A")
     reason = " ".join(reason_match.group(1).split()) if reason_match else ""
     return found, reason
+
+
+_SELF_ASK = re.compile(
+    r"(?P<kind>follow[\s-]*up(?:\s+question)?|so\s+the\s+final\s+answer\s+is|final\s+answer)\s*:\s*(?P<text>[^\n]+)",
+    re.IGNORECASE,
+)
+
+
+def parse_self_ask(text: str) -> tuple[bool, str]:
+    """Self-Ask's next step: ``(True, sub-question)`` for ``Follow up: …``, ``(False, answer)`` for the final answer."""
+    match = _SELF_ASK.search(text)
+    if match is None:
+        raise ParseError("neither 'Follow up:' nor 'So the final answer is:' found")
+    value = _clean(match["text"])
+    if not value:
+        raise ParseError("empty follow-up question or final answer")
+    return match["kind"].lower().startswith("follow"), value
+
+
+def parse_short_answer(text: str) -> str:
+    """A short factoid answer: the first non-empty line, without an ``Answer:`` label or a final full stop."""
+    lines = [strip_label(line) for line in text.strip().splitlines() if strip_label(line)]
+    if not lines:
+        raise ParseError("the answer is empty")
+    return _clean(lines[0]).rstrip(".").strip()

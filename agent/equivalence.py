@@ -1,0 +1,167 @@
+"""Semantic equivalence of short answers and semantic sets (SUNAR's ASU, Eq. 3–4, after Kuhn et al. 2023).
+
+Two answers share a semantic set when each entails the other. No NLI model ships in a PyPI package, so the
+default judges entailment lexically: after normalising case, punctuation, articles, dates and numbers, ``a``
+entails ``b`` when ``a`` covers at least ``threshold`` of ``b``'s tokens (token-F1's recall; both directions
+together bound its precision too). Options: an LLM judge (``llm``) and any local Hugging Face NLI model
+directory (``nli:/path/to/model``), which is what the paper uses.
+"""
+
+from __future__ import annotations
+
+import re
+import string
+import threading
+from collections import Counter
+from functools import lru_cache
+from pathlib import Path
+
+from agent.errors import ConfigError
+from agent.llm_calls import LLMOptions, ask
+from agent.parsing import parse_yes_no
+from agent.schemas import YesNo
+
+_MONTHS = {
+    name: i
+    for i, names in enumerate(
+        [("january", "jan"), ("february", "feb"), ("march", "mar"), ("april", "apr"), ("may",), ("june", "jun"),
+         ("july", "jul"), ("august", "aug"), ("september", "sep", "sept"), ("october", "oct"), ("november", "nov"),
+         ("december", "dec")],
+        start=1,
+    )
+    for name in names
+}  # fmt: skip
+_MONTH = r"(?P<month>" + "|".join(sorted(_MONTHS, key=len, reverse=True)) + r")\.?"
+_DAY = r"(?P<day>\d{1,2})(?:st|nd|rd|th)?"
+_YEAR = r"(?P<year>\d{3,4})"
+_DATES = [
+    re.compile(rf"\b{_DAY}\s+(?:of\s+)?{_MONTH},?\s+{_YEAR}\b"),  # 16 November 2001
+    re.compile(rf"\b{_MONTH}\s+{_DAY},?\s+{_YEAR}\b"),  # November 16, 2001
+    re.compile(r"\b(?P<year>\d{4})-(?P<month>\d{1,2})-(?P<day>\d{1,2})\b"),  # 2001-11-16
+    re.compile(rf"\b{_MONTH},?\s+{_YEAR}\b"),  # November 2001
+]
+_NUMBER_WORDS = {
+    word: str(i)
+    for i, word in enumerate(
+        "zero one two three four five six seven eight nine ten eleven twelve thirteen fourteen fifteen sixteen "
+        "seventeen eighteen nineteen twenty".split()
+    )
+} | {"thirty": "30", "forty": "40", "fifty": "50", "sixty": "60", "seventy": "70", "eighty": "80", "ninety": "90",
+     "hundred": "100", "thousand": "1000", "first": "1", "second": "2", "third": "3", "fourth": "4", "fifth": "5"}  # fmt: skip
+_PUNCT = re.compile("[" + re.escape(string.punctuation.replace("-", "")) + "]|(?<!\\d)-|-(?!\\d)")
+_ARTICLES = {"a", "an", "the"}
+
+
+def _date(match: re.Match) -> str:
+    month = match["month"]
+    month_number = int(month) if month.isdigit() else _MONTHS[month.rstrip(".")]
+    day = match.groupdict().get("day")
+    return f"{int(match['year']):04d}-{month_number:02d}" + (f"-{int(day):02d}" if day else "")
+
+
+def normalize(answer: str) -> list[str]:
+    """Tokens of an answer with case, punctuation, articles, dates (ISO) and numbers (digits) made canonical."""
+    text = answer.lower()
+    text = re.sub(r"(?<=\d),(?=\d{3}\b)", "", text)  # 1,000 → 1000
+    for pattern in _DATES:
+        text = pattern.sub(_date, text)
+    text = re.sub(r"\b(\d+)(?:st|nd|rd|th)\b", r"\1", text)
+    text = _PUNCT.sub(" ", text)
+    return [_NUMBER_WORDS.get(token, token) for token in text.split() if token not in _ARTICLES]
+
+
+def coverage(premise: list[str], hypothesis: list[str]) -> float:
+    """Share of the hypothesis' tokens found in the premise (token-F1's recall)."""
+    if not hypothesis:
+        return 1.0 if not premise else 0.0
+    common = sum((Counter(premise) & Counter(hypothesis)).values())
+    return common / len(hypothesis)
+
+
+class Equivalence:
+    """Bidirectional entailment between two answers to ``question`` (Eq. 4); subclasses define ``entails``."""
+
+    def entails(self, question: str, premise: str, hypothesis: str) -> bool:
+        raise NotImplementedError
+
+    def equivalent(self, question: str, a: str, b: str) -> bool:
+        return self.entails(question, a, b) and self.entails(question, b, a)
+
+
+class TokenEquivalence(Equivalence):
+    """Lexical entailment over normalised tokens: fast, offline, no model (the default)."""
+
+    def __init__(self, threshold: float = 0.6):
+        self.threshold = threshold
+
+    def entails(self, question: str, premise: str, hypothesis: str) -> bool:
+        return coverage(normalize(premise), normalize(hypothesis)) >= self.threshold
+
+
+class LLMEquivalence(Equivalence):
+    """The chat model judges whether one answer implies the other (prompt ``sunar_entails``)."""
+
+    def __init__(self, options: LLMOptions):
+        self.options = LLMOptions(llm=options.llm, temperature=0.0, max_tokens=16, structured=options.structured, retries=1)
+
+    def entails(self, question: str, premise: str, hypothesis: str) -> bool:
+        reply = ask(
+            "sunar_entails", self.options, parse=parse_yes_no, schema=YesNo, fallback=False,
+            question=question, premise=premise, hypothesis=hypothesis,
+        )  # fmt: skip
+        return reply.value
+
+
+class NLIEquivalence(Equivalence):
+    """A local Hugging Face NLI model (e.g. DeBERTa-MNLI) on "question answer" pairs, as in Kuhn et al."""
+
+    def __init__(self, model_dir: Path):
+        if not (model_dir / "config.json").is_file():
+            raise ConfigError(f"no Hugging Face model at {model_dir}: give nli:<directory with config.json>")
+        from transformers import AutoModelForSequenceClassification, AutoTokenizer
+
+        self.tokenizer = AutoTokenizer.from_pretrained(str(model_dir), local_files_only=True)
+        self.model = AutoModelForSequenceClassification.from_pretrained(str(model_dir), local_files_only=True).eval()
+        labels = {i: label.lower() for i, label in self.model.config.id2label.items()}
+        entailment = [i for i, label in labels.items() if label.startswith("entail")]
+        if not entailment:
+            raise ConfigError(f"the model at {model_dir} has no 'entailment' label (labels: {sorted(labels.values())})")
+        self.entailment = entailment[0]
+        self._lock = threading.Lock()
+
+    def entails(self, question: str, premise: str, hypothesis: str) -> bool:
+        import torch
+
+        inputs = self.tokenizer(f"{question} {premise}", f"{question} {hypothesis}", return_tensors="pt", truncation=True)
+        with self._lock, torch.no_grad():
+            logits = self.model(**inputs).logits[0]
+        return int(logits.argmax()) == self.entailment
+
+
+@lru_cache(maxsize=4)
+def _nli(path: str) -> NLIEquivalence:
+    return NLIEquivalence(Path(path))
+
+
+def get_equivalence(spec: str, options: LLMOptions) -> Equivalence:
+    """``token`` (default) | ``llm`` | ``nli:/path/to/model``."""
+    if spec == "token":
+        return TokenEquivalence()
+    if spec == "llm":
+        return LLMEquivalence(options)
+    if spec.startswith("nli:"):
+        return _nli(str(Path(spec[4:]).expanduser()))
+    raise ConfigError(f"unknown equivalence '{spec}': use token, llm or nli:/path/to/model")
+
+
+def semantic_sets(question: str, answers: list[str], equivalence: Equivalence) -> list[list[str]]:
+    """Cluster answers: each joins the first set whose representative it is equivalent to (Eq. 3), else opens one."""
+    sets: list[list[str]] = []
+    for answer in answers:
+        for members in sets:
+            if equivalence.equivalent(question, members[0], answer):
+                members.append(answer)
+                break
+        else:
+            sets.append([answer])
+    return sets

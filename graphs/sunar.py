@@ -1,0 +1,204 @@
+"""SUNAR (Venktesh et al., NAACL 2025): Self-Ask decomposition, Neighbourhood Aware Retrieval with Answer
+Semantic Uncertainty feedback per sub-question, and a Meta Evidence Reasoner over the whole reasoning path.
+
+decompose → nar_retrieve → answer_sub → decompose … → meta_reason.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import Literal
+
+from langgraph.graph import END, START, StateGraph
+from langgraph.runtime import Runtime
+from pydantic import BaseModel, Field
+
+from agent.bm25 import bm25_index
+from agent.context import RunContext, context_of
+from agent.equivalence import get_equivalence, semantic_sets
+from agent.llm_calls import LLMOptions, Reply, ask, run_concurrently, usage_update
+from agent.nar import neighbourhood_rerank
+from agent.neighbours import load_neighbours
+from agent.parsing import parse_self_ask, parse_short_answer
+from agent.rerank import DEFAULT_RERANKER, get_scorer, rerank
+from agent.schemas import Disambiguation, Passage
+from agent.state import AnswerOutput, AnswerState, QuestionInput
+from agent.text import normalize_answer, render_passages, supporting_ids
+
+UNKNOWN = "unknown"
+
+
+class SunarContext(RunContext):
+    max_hops: int = Field(default=3, ge=1, le=8, description="most sub-questions before the final answer")
+    first_stage_k: int = Field(default=100, ge=1, le=1000, description="BM25 depth of the first-stage ranking R0")
+    neighbours_k: int = Field(default=10, ge=1, le=100, description="neighbours per passage in the graph G")
+    batch_size: int = Field(default=16, ge=1, le=128, description="NAR batch size b")
+    budget: int = Field(default=100, ge=1, le=1000, description="NAR re-ranking budget c")
+    reranker: str = Field(default=DEFAULT_RERANKER, description="cross-encoder (agent.rerank.register_scorer adds more)")
+    asu: bool = Field(default=True, description="re-score each NAR batch by Answer Semantic Uncertainty (Eq. 5)")
+    samples: int = Field(default=5, ge=1, le=20, description="answers m sampled per batch for ASU (Eq. 2)")
+    asu_temperature: float = Field(default=0.3, ge=0, le=2, description="sampling temperature of the ASU answers")
+    equivalence: str = Field(default="token", description="semantic equivalence: token | llm | nli:/path/to/model")
+    answer_top_k: int = Field(default=10, ge=1, le=50, description="top-l passages that answer a sub-question")
+    evidence_k: int = Field(default=10, ge=1, le=50, description="evidence kept by the Meta Evidence Reasoner")
+    passage_words: int = Field(default=100, ge=20, le=1000, description="words of each passage shown to the LLM")
+    answer_tokens: int = Field(default=48, ge=8, le=512, description="max tokens of a sub-question, short answer")
+
+    def short_options(self, temperature: float | None = None) -> LLMOptions:
+        """Options for the short calls: sub-questions and factoid answers."""
+        temperature = self.temperature if temperature is None else temperature
+        return replace(self.llm_options(), temperature=temperature, max_tokens=self.answer_tokens)
+
+
+class Hop(BaseModel):
+    """One step of the reasoning path: (sq_i, sa_i, R_i) in the paper's decomposition."""
+
+    sub_question: str
+    answer: str
+    evidence_ids: list[str] = Field(default_factory=list, description="top-l passages the answer came from")
+    semantic_sets: list[int] = Field(default_factory=list, description="ASU semantic sets s of each NAR batch")
+    frontier_passages: int = Field(default=0, description="passages of R+ that came from the neighbour frontier")
+
+
+class SunarState(AnswerState, total=False):
+    sub_question: str  # the pending sub-question; '' once decompose stops
+    draft_answer: str  # Self-Ask's own final answer, the fallback of meta_reason
+    retrieved: list[Passage]  # R+ of the pending sub-question, best first
+    nar_batches: list[dict]  # source, ids and semantic sets of each NAR batch of the pending sub-question
+    reasoning_path: list[Hop]
+    evidence: list[Passage]  # the top-l passages of every sub-question so far, for the Meta Evidence Reasoner
+
+
+def _short(passages: list[Passage], words: int) -> list[Passage]:
+    return [p.model_copy(update={"text": " ".join(p.text.split()[:words])}) for p in passages]
+
+
+def _self_ask_path(path: list[Hop]) -> str:
+    return "\n".join(f"Follow up: {h.sub_question}\nIntermediate answer: {h.answer}" for h in path) or "(none)"
+
+
+def _facts(path: list[Hop]) -> str:
+    return "\n".join(f"{h.sub_question} {h.answer}" for h in path) or "(none)"
+
+
+def decompose(state: SunarState, runtime: Runtime[SunarContext]) -> dict:
+    ctx = context_of(runtime, SunarContext)
+    path = state.get("reasoning_path", [])
+    if len(path) >= ctx.max_hops:
+        return {"sub_question": ""}
+    fallback = (False, "") if path else (True, state["question"])  # unusable output: stop, or retrieve for the question
+    reply = ask(
+        "sunar_decompose", ctx.short_options(), parse=parse_self_ask, fallback=fallback,
+        question=state["question"], path=_self_ask_path(path),
+    )  # fmt: skip
+    follow_up, text = reply.value
+    asked = {normalize_answer(h.sub_question) for h in path}
+    if not follow_up and not path:  # Self-Ask answered without evidence: retrieve for the question itself
+        return {"sub_question": state["question"], "draft_answer": text, "usage": usage_update(reply)}
+    if not follow_up or normalize_answer(text) in asked:  # done, or going round in circles
+        return {"sub_question": "", "draft_answer": "" if follow_up else text, "usage": usage_update(reply)}
+    return {"sub_question": text, "usage": usage_update(reply)}
+
+
+def after_decompose(state: SunarState) -> Literal["nar_retrieve", "meta_reason"]:
+    return "nar_retrieve" if state.get("sub_question") else "meta_reason"
+
+
+def _sample_answers(sub_question: str, batch: list[Passage], path: list[Hop], ctx: SunarContext) -> list[Reply[str]]:
+    """Eq. 2: m answers to the sub-question from the batch alone."""
+    options = ctx.short_options(ctx.asu_temperature)
+    passages = render_passages(_short(batch, ctx.passage_words))
+
+    def sample(_: int) -> Reply[str]:
+        return ask(
+            "sunar_answer_sub", options, parse=parse_short_answer, fallback=UNKNOWN,
+            passages=passages, path=_facts(path), question=sub_question,
+        )  # fmt: skip
+
+    return run_concurrently(sample, range(ctx.samples), ctx.max_concurrency)
+
+
+def nar_retrieve(state: SunarState, runtime: Runtime[SunarContext]) -> dict:
+    ctx = context_of(runtime, SunarContext)
+    store = ctx.store()
+    index = bm25_index(store)
+    sub_question = state["sub_question"]
+    r0 = [p for p in index.search(sub_question, ctx.first_stage_k) if (p.score or 0) > 0]  # first stage R0: BM25
+    replies: list[Reply[str]] = []
+    sets_per_batch: list[int] = []
+    equivalence = get_equivalence(ctx.equivalence, ctx.llm_options())
+
+    def answer_semantic_sets(batch: list[Passage]) -> float:  # Algorithm 1 lines 6–7
+        samples = _sample_answers(sub_question, batch, state.get("reasoning_path", []), ctx)
+        replies.extend(samples)
+        sets_per_batch.append(len(semantic_sets(sub_question, [r.value for r in samples], equivalence)))
+        return float(sets_per_batch[-1])
+
+    result = neighbourhood_rerank(
+        sub_question,
+        r0,
+        load_neighbours(store, ctx.neighbours_k),
+        {p.id: p for p in index.passages},
+        get_scorer(ctx.reranker),
+        batch_size=ctx.batch_size,
+        budget=ctx.budget,
+        rescore=answer_semantic_sets if ctx.asu else None,
+    )
+    batches = [{"source": b.source, "ids": b.ids, "semantic_sets": int(b.divisor)} for b in result.batches]
+    update: dict = {"retrieved": result.ranked, "nar_batches": batches}
+    if replies:
+        update["usage"] = usage_update(*replies)
+    return update
+
+
+def answer_sub(state: SunarState, runtime: Runtime[SunarContext]) -> dict:
+    ctx = context_of(runtime, SunarContext)
+    top = state["retrieved"][: ctx.answer_top_k]
+    path = state.get("reasoning_path", [])
+    reply = ask(
+        "sunar_answer_sub", ctx.short_options(), parse=parse_short_answer, fallback=UNKNOWN,
+        passages=render_passages(_short(top, ctx.passage_words)), path=_facts(path), question=state["sub_question"],
+    )  # fmt: skip
+    frontier = {pid for b in state.get("nar_batches", []) if b["source"] == "frontier" for pid in b["ids"]}
+    hop = Hop(
+        sub_question=state["sub_question"],
+        answer=reply.value,
+        evidence_ids=[p.id for p in top],
+        semantic_sets=[b["semantic_sets"] for b in state.get("nar_batches", [])] if ctx.asu else [],
+        frontier_passages=sum(p.id in frontier for p in state["retrieved"]),
+    )
+    found = Disambiguation(question=hop.sub_question, answer=hop.answer, passage_ids=supporting_ids(hop.answer, top))
+    return {
+        "reasoning_path": path + [hop],
+        "evidence": state.get("evidence", []) + top,
+        "disambiguations": state.get("disambiguations", []) + [found],
+        "usage": usage_update(reply),
+    }
+
+
+def meta_reason(state: SunarState, runtime: Runtime[SunarContext]) -> dict:
+    """MER: re-rank the evidence of every hop against the original question, keep the top, answer from path + it."""
+    ctx = context_of(runtime, SunarContext)
+    pool = list({p.id: p for p in state.get("evidence", [])}.values())
+    evidence = rerank(state["question"], pool, ctx.evidence_k, get_scorer(ctx.reranker))
+    path = state.get("reasoning_path", [])
+    fallback = state.get("draft_answer") or (path[-1].answer if path else UNKNOWN)
+    reply = ask(
+        "sunar_meta_reason", ctx.short_options(), parse=parse_short_answer, fallback=fallback,
+        passages=render_passages(_short(evidence, ctx.passage_words)), path=_self_ask_path(path),
+        question=state["question"],
+    )  # fmt: skip
+    return {"answer": reply.value, "passages": evidence, "usage": usage_update(reply)}
+
+
+builder = StateGraph(SunarState, input_schema=QuestionInput, output_schema=AnswerOutput, context_schema=SunarContext)
+builder.add_node("decompose", decompose)
+builder.add_node("nar_retrieve", nar_retrieve)
+builder.add_node("answer_sub", answer_sub)
+builder.add_node("meta_reason", meta_reason)
+builder.add_edge(START, "decompose")
+builder.add_conditional_edges("decompose", after_decompose)
+builder.add_edge("nar_retrieve", "answer_sub")
+builder.add_edge("answer_sub", "decompose")
+builder.add_edge("meta_reason", END)
+graph = builder.compile(name="sunar")

@@ -1,0 +1,330 @@
+"""SUNAR: neighbourhood graph, NAR (Algorithm 1), ASU re-scoring, answer equivalence and the decomposition loop.
+
+Real Chroma, real MiniLM embeddings, the real cross-encoder; the scripted model stands in for the LLM only.
+"""
+
+import json
+import subprocess
+import sys
+import os
+
+import numpy as np
+import pytest
+
+import agent
+from agent.bm25 import bm25_index
+from agent.equivalence import LLMEquivalence, TokenEquivalence, get_equivalence, normalize, semantic_sets
+from agent.errors import ConfigError
+from agent.llm_calls import LLMOptions
+from agent.nar import neighbourhood_rerank
+from agent.neighbours import build_neighbours, graph_path, load_neighbours, nearest_neighbours
+from agent.parsing import ParseError, parse_self_ask, parse_short_answer
+from agent.rerank import get_scorer, rerank
+from agent.store import open_store
+
+QUESTION = "Which river flows through the capital city of Zorbania?"
+SUB_QUESTION = "What is the capital city of Zorbania?"
+# The planted passage shares no word with the question (BM25 misses it) but is the dense neighbour of the capital's.
+PLANTED = {"id": "velmora", "title": "Velmora",
+           "text": "Velmora sits astride Ostra, a wide stream feeding its harbour, mills and old stone bridges."}
+CORPUS = [
+    {"id": "zorbania", "title": "Zorbania",
+     "text": "Zorbania is a small country. Its capital city is Velmora, a harbour town known for mills and stone bridges."},
+    PLANTED,
+    {"id": "nile", "title": "Nile", "text": "The Nile is a major river that flows through eleven countries of Africa."},
+    {"id": "danube", "title": "Danube", "text": "The Danube river flows through Vienna, the capital city of Austria."},
+    {"id": "paris", "title": "Paris", "text": "Paris is the capital city of France; the Seine river flows through it."},
+    {"id": "amazon", "title": "Amazon River", "text": "Which river carries the most water? The Amazon flows through Brazil."},
+    {"id": "cake", "title": "Sponge cake", "text": "Sponge cake is made from flour, sugar and eggs, baked until light."},
+    {"id": "chess", "title": "Chess", "text": "Chess is a board game for two players on a checkered board of 64 squares."},
+]  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def planted(home, tmp_path_factory) -> str:
+    from agent.ingest import ingest
+
+    path = tmp_path_factory.mktemp("planted") / "corpus.jsonl"
+    path.write_text("".join(json.dumps(p) + "\n" for p in CORPUS))
+    ingest(path, "planted", progress=False)
+    return "planted"
+
+
+# --- the neighbourhood graph ---
+
+
+def test_nearest_neighbours_are_exact_top_k_without_self_loops():
+    rng = np.random.default_rng(0)
+    vectors = rng.normal(size=(50, 8)).astype(np.float32)
+    vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
+    neighbours, similarities = nearest_neighbours(vectors, k=5, block=7)  # blocks that do not divide N
+    sims = vectors @ vectors.T
+    np.fill_diagonal(sims, -np.inf)
+    expected = np.argsort(-sims, axis=1)[:, :5]
+    assert neighbours.shape == (50, 5)
+    assert (neighbours == expected).all()
+    assert not (neighbours == np.arange(50)[:, None]).any()
+    assert np.allclose(similarities, np.take_along_axis(sims, expected, axis=1))
+
+
+def test_k_larger_than_the_corpus_keeps_every_other_passage():
+    vectors = np.eye(3, dtype=np.float32)
+    neighbours, _ = nearest_neighbours(vectors, k=10)
+    assert neighbours.shape == (3, 2)
+    assert [sorted(row) for row in neighbours.tolist()] == [[1, 2], [0, 2], [0, 1]]
+
+
+def test_graph_from_stored_embeddings_links_passages_on_the_same_topic(collection):
+    store = open_store(collection)
+    graph = build_neighbours(store, k=2)
+    assert graph_path(store, 2).is_file()
+    assert sorted(graph.ids.tolist()) == sorted(p.id for p in store.all_passages())
+    for pid in graph.ids:
+        assert pid not in [n for n, _ in graph.of(str(pid))]
+    assert {n for n, _ in graph.of("hp-premiere")} == {"hp-us", "hp-book"}
+    assert load_neighbours(store, k=2).of("hp-us") == graph.of("hp-us")  # saved and reloaded, not rebuilt
+
+
+def test_neighbours_command_builds_and_saves_the_graph(home, collection):
+    env = {**os.environ, "AMBIGQA_HOME": str(home), "PYTHONPATH": os.getcwd()}
+    proc = subprocess.run([sys.executable, "-m", "agent", "neighbours", "-c", collection, "--k", "3"],
+                          capture_output=True, text=True, env=env, timeout=300)  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    assert "6 passages × 3 neighbours" in proc.stdout
+    assert (home / "neighbours" / f"{collection}-6-k3.npz").is_file()
+
+
+# --- NAR (Algorithm 1) ---
+
+
+def _nar(collection: str, query: str, **kwargs):
+    store = open_store(collection)
+    index = bm25_index(store)
+    r0 = [p for p in index.search(query, 100) if p.score > 0]
+    graph = load_neighbours(store, k=kwargs.pop("k", 2))
+    result = neighbourhood_rerank(query, r0, graph, {p.id: p for p in index.passages}, get_scorer(), **kwargs)
+    return r0, result
+
+
+def test_nar_alternates_first_stage_and_frontier_within_the_budget(planted):
+    r0, result = _nar(planted, QUESTION, batch_size=2, budget=5)
+    assert len(r0) > 2
+    assert len(result.ranked) == 5
+    assert [b.source for b in result.batches] == ["R0", "frontier", "R0"]
+    assert [len(b.ids) for b in result.batches] == [2, 2, 1]  # the last batch only fills the budget
+    ids = [pid for b in result.batches for pid in b.ids]
+    assert len(ids) == len(set(ids))  # nothing is scored twice
+    assert [p.score for p in result.ranked] == sorted((p.score for p in result.ranked), reverse=True)
+
+
+def test_planted_neighbour_missed_by_bm25_is_found_through_the_frontier(planted):
+    r0, result = _nar(planted, QUESTION, batch_size=2, budget=6)
+    assert "velmora" not in {p.id for p in r0}
+    frontier = {pid for b in result.batches if b.source == "frontier" for pid in b.ids}
+    assert "velmora" in frontier
+    assert "velmora" in [p.id for p in result.ranked]
+
+
+def test_nar_without_frontier_candidates_keeps_scoring_the_first_stage(planted):
+    r0, result = _nar(planted, QUESTION, batch_size=2, budget=100, k=1)
+    ids = [p.id for p in result.ranked]
+    assert {p.id for p in r0} <= set(ids)  # everything reachable is scored once, then NAR stops short of c
+    assert len(ids) == len(set(ids)) < len(CORPUS)
+
+
+def test_asu_divides_each_batch_by_its_semantic_sets(planted):
+    _, plain = _nar(planted, QUESTION, batch_size=2, budget=6)
+    _, rescored = _nar(planted, QUESTION, batch_size=2, budget=6, rescore=lambda batch: 4)
+    by_id = {p.id: p.score for p in plain.ranked}
+    assert [b.divisor for b in rescored.batches] == [4, 4, 4]
+    for p in rescored.ranked:
+        assert p.score == pytest.approx(by_id[p.id] / 4, abs=1e-5)
+
+
+def test_cross_encoder_prefers_the_relevant_passage(planted):
+    store = open_store(planted)
+    top = rerank(SUB_QUESTION, store.all_passages(), 2)
+    assert top[0].id == "zorbania" and 0 < top[1].score < top[0].score < 1
+
+
+# --- answer equivalence (Eq. 3-4) ---
+
+
+def test_the_same_date_written_two_ways_is_equivalent():
+    same = TokenEquivalence()
+    assert same.equivalent("When?", "16 November 2001", "November 16, 2001")
+    assert same.equivalent("When?", "Nov. 16th, 2001", "2001-11-16")
+
+
+def test_different_dates_are_not_equivalent():
+    same = TokenEquivalence()
+    assert not same.equivalent("When?", "16 November 2001", "November 17, 2001")
+    assert not same.equivalent("When?", "16 November 2001", "16 November 2002")
+    assert not same.equivalent("When?", "November 2001", "16 November 2001")
+
+
+def test_normalisation_of_case_articles_punctuation_and_numbers():
+    assert normalize("The Beatles!") == normalize("beatles")
+    assert normalize("1,000 people") == normalize("1000 People")
+    assert normalize("twelve") == normalize("12") == ["12"]
+
+
+def test_entailment_is_directional_and_equivalence_needs_both_directions():
+    same = TokenEquivalence()
+    assert same.entails("Who?", "Peter Schmeichel", "Schmeichel")
+    assert not same.entails("Who?", "Schmeichel", "Peter Schmeichel")
+    assert not same.equivalent("Who?", "Peter Schmeichel", "Schmeichel")
+
+
+def test_semantic_sets_group_equivalent_answers():
+    answers = ["Velmora", "velmora.", "The Velmora", "Ostra", "16 November 2001", "November 16, 2001"]
+    sets = semantic_sets("q", answers, TokenEquivalence())
+    assert [len(s) for s in sets] == [3, 1, 2]
+
+
+def test_llm_judge_asks_both_directions(scripted):
+    name, model = scripted({"sunar_entails": ["Yes", "No"]})
+    judge = get_equivalence("llm", LLMOptions(llm=name))
+    assert isinstance(judge, LLMEquivalence)
+    assert not judge.equivalent("Who?", "Peter Schmeichel", "Schmeichel")
+    assert model.prompts() == ["sunar_entails", "sunar_entails"]
+    assert "First answer: Schmeichel" in model.calls[1].user
+
+
+def test_unknown_equivalence_and_missing_nli_model_are_config_errors(tmp_path):
+    with pytest.raises(ConfigError, match="token, llm or nli"):
+        get_equivalence("cosine", LLMOptions())
+    with pytest.raises(ConfigError, match="no Hugging Face model"):
+        get_equivalence(f"nli:{tmp_path}", LLMOptions())
+
+
+def _nli_model(path, label: int) -> str:
+    """A tiny local NLI model directory whose classifier always predicts ``label`` (0 contradiction, 2 entailment)."""
+    import torch
+    from transformers import BertConfig, BertForSequenceClassification, BertTokenizerFast
+
+    (path / "vocab.txt").write_text("\n".join(["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "velmora", "ostra", "q"]))
+    BertTokenizerFast(vocab_file=str(path / "vocab.txt")).save_pretrained(path)
+    labels = {0: "CONTRADICTION", 1: "NEUTRAL", 2: "ENTAILMENT"}
+    config = BertConfig(vocab_size=8, hidden_size=8, num_hidden_layers=1, num_attention_heads=1, intermediate_size=8,
+                        num_labels=3, id2label=labels, label2id={v: k for k, v in labels.items()})  # fmt: skip
+    model = BertForSequenceClassification(config)
+    with torch.no_grad():
+        model.classifier.weight.zero_()
+        model.classifier.bias.copy_(torch.nn.functional.one_hot(torch.tensor(label), 3).float())
+    model.save_pretrained(path)
+    return f"nli:{path}"
+
+
+def test_nli_option_uses_the_entailment_label_of_a_local_model(tmp_path):
+    (tmp_path / "yes").mkdir(), (tmp_path / "no").mkdir()
+    assert get_equivalence(_nli_model(tmp_path / "yes", 2), LLMOptions()).equivalent("q", "velmora", "ostra")
+    assert not get_equivalence(_nli_model(tmp_path / "no", 0), LLMOptions()).equivalent("q", "velmora", "velmora")
+
+
+# --- parsers ---
+
+
+def test_self_ask_follow_up_and_final_answer():
+    assert parse_self_ask("Follow up: Who is the father of Kasper Schmeichel?") == (True, "Who is the father of Kasper Schmeichel?")
+    assert parse_self_ask("Are follow up questions needed here: No.\nSo the final answer is: Voices of Iraq") == (False, "Voices of Iraq")
+    with pytest.raises(ParseError):
+        parse_self_ask("I think it is Velmora.")
+
+
+def test_short_answer_drops_the_label_and_full_stop():
+    assert parse_short_answer("Answer: World's Best Goalkeeper.\nBecause the passage says so.") == "World's Best Goalkeeper"
+    with pytest.raises(ParseError):
+        parse_short_answer("Answer:  ")
+
+
+# --- the graph ---
+
+
+def _cycle(replies: list[str]):
+    calls = iter(range(10_000))
+    return lambda call: replies[next(calls) % len(replies)]
+
+
+def test_sunar_decomposes_retrieves_answers_and_reasons_over_the_path(planted, scripted):
+    name, model = scripted({
+        "sunar_decompose": ["Follow up: What is the capital city of Zorbania?",
+                            "Follow up: Which river flows through Velmora?",
+                            "So the final answer is: Ostra"],
+        "sunar_answer_sub": lambda call: "Answer: Velmora" if "Question: What is the capital" in call.user else "Answer: Ostra",
+        "sunar_meta_reason": "Answer: Ostra",
+    })  # fmt: skip
+    nodes = []
+    result = agent.run(QUESTION, method="sunar", llm=name, collection=planted, batch_size=4, budget=4,
+                       neighbours_k=2, on_node=lambda n, u, s: nodes.append(n))  # fmt: skip
+    assert nodes == ["decompose", "nar_retrieve", "answer_sub"] * 2 + ["decompose", "meta_reason"]
+    assert result.answer == "Ostra"
+    path = result.extra["reasoning_path"]
+    assert [(h.sub_question, h.answer) for h in path] == [
+        ("What is the capital city of Zorbania?", "Velmora"), ("Which river flows through Velmora?", "Ostra")]  # fmt: skip
+    assert "zorbania" in path[0].evidence_ids and "velmora" in path[1].evidence_ids
+    assert set(path[0].semantic_sets) == {1}  # five identical samples per batch: one semantic set
+    assert [d.answer for d in result.disambiguations] == ["Velmora", "Ostra"]
+    assert "velmora" in result.disambiguations[1].passage_ids
+    assert len(result.passages) <= 10 and {"zorbania", "velmora"} <= {p.id for p in result.passages}
+    batches = len(path[0].semantic_sets) + len(path[1].semantic_sets)
+    assert model.prompts().count("sunar_answer_sub") == 5 * batches + 2  # m samples per NAR batch + one answer per hop
+    mer = [c for c in model.calls if c.prompt == "sunar_meta_reason"][0]
+    assert "Intermediate answer: Velmora" in mer.user and "Velmora | Velmora sits astride Ostra" in mer.user
+    assert set(result.usage.by_node) == {"decompose", "nar_retrieve", "answer_sub", "meta_reason"}
+
+
+def test_more_semantic_sets_lower_the_retrieved_scores(planted, scripted):
+    def run(samples: list[str]):
+        name, _ = scripted({"sunar_decompose": ["Follow up: " + SUB_QUESTION, "So the final answer is: Velmora"],
+                            "sunar_answer_sub": _cycle(samples), "sunar_meta_reason": "Answer: Velmora"})  # fmt: skip
+        return agent.run(QUESTION, method="sunar", llm=name, collection=planted, batch_size=3, budget=6, samples=4)
+
+    consistent = run(["Answer: Velmora"])
+    uncertain = run(["Answer: Velmora", "Answer: Ostra", "Answer: the Paris.", "Answer: Vienna"])  # 4 per batch
+    assert consistent.extra["reasoning_path"][0].semantic_sets == [1, 1]
+    assert uncertain.extra["reasoning_path"][0].semantic_sets == [4, 4]
+    scores = {p.id: p.score for p in consistent.extra["retrieved"]}
+    for p in uncertain.extra["retrieved"]:
+        assert p.score == pytest.approx(scores[p.id] / 4, abs=1e-5)
+
+
+def test_without_asu_nar_makes_no_llm_calls(planted, scripted):
+    name, model = scripted({"sunar_decompose": ["Follow up: " + SUB_QUESTION, "So the final answer is: Velmora"],
+                            "sunar_answer_sub": "Answer: Velmora", "sunar_meta_reason": "Answer: Velmora"})  # fmt: skip
+    result = agent.run(QUESTION, method="sunar", llm=name, collection=planted, asu=False, budget=4)
+    assert model.prompts() == ["sunar_decompose", "sunar_answer_sub", "sunar_decompose", "sunar_meta_reason"]
+    assert result.extra["reasoning_path"][0].semantic_sets == []
+
+
+def test_decomposition_stops_at_max_hops_and_on_a_repeated_sub_question(planted, scripted):
+    name, model = scripted({"sunar_decompose": "Follow up: " + SUB_QUESTION, "sunar_answer_sub": "Answer: Velmora",
+                            "sunar_meta_reason": "Answer: Velmora"})  # fmt: skip
+    result = agent.run(QUESTION, method="sunar", llm=name, collection=planted, asu=False, budget=4, max_hops=3)
+    assert len(result.extra["reasoning_path"]) == 1  # the repeat ends the loop
+    name, model = scripted({"sunar_decompose": _cycle([f"Follow up: {SUB_QUESTION} ({i})" for i in range(9)]),
+                            "sunar_answer_sub": "Answer: Velmora", "sunar_meta_reason": "Answer: Velmora"})  # fmt: skip
+    result = agent.run(QUESTION, method="sunar", llm=name, collection=planted, asu=False, budget=4, max_hops=2)
+    assert len(result.extra["reasoning_path"]) == 2
+    assert model.prompts().count("sunar_decompose") == 2  # the third decision is the hop limit, not a call
+
+
+def test_a_direct_answer_without_evidence_still_retrieves_for_the_question(planted, scripted):
+    name, model = scripted({"sunar_decompose": "So the final answer is: Ostra", "sunar_answer_sub": "Answer: Ostra",
+                            "sunar_meta_reason": ""})  # fmt: skip
+    result = agent.run(QUESTION, method="sunar", llm=name, collection=planted, asu=False, budget=4, retries=0)
+    assert [h.sub_question for h in result.extra["reasoning_path"]] == [QUESTION]
+    assert result.answer == "Ostra"  # MER's output was unusable: Self-Ask's own answer is the fallback
+
+
+def test_sunar_runs_on_the_demo_script(planted):
+    result = agent.run(QUESTION, method="sunar", llm="fake", collection=planted, budget=4, samples=2)
+    assert result.answer and result.extra["reasoning_path"]
+
+
+def test_unusable_decomposition_after_a_hop_ends_the_loop(planted, scripted):
+    name, _ = scripted({"sunar_decompose": ["Follow up: " + SUB_QUESTION, "Hmm."], "sunar_answer_sub": "Answer: Velmora",
+                        "sunar_meta_reason": ""})  # fmt: skip
+    result = agent.run(QUESTION, method="sunar", llm=name, collection=planted, asu=False, budget=4, retries=0)
+    assert len(result.extra["reasoning_path"]) == 1
+    assert result.answer == "Velmora"  # neither MER nor Self-Ask answered: the last intermediate answer stands
