@@ -1,4 +1,4 @@
-"""Command line: ``ambigqa ask``, ``ingest`` and ``neighbours`` (also ``python -m agent``). Heavy imports happen per command."""
+"""Command line: ask, ingest, neighbours, eval, bench, serve, load (also ``python -m agent``); heavy imports per command."""
 
 from __future__ import annotations
 
@@ -214,8 +214,134 @@ def ingest(
     )
 
 
-    method: str = typer.Option("rag", "--method", "-m", help="closed_book | rag | diva | toc | verdict | sunar | router"),
+def _methods(value: str) -> list[str]:
+    return [m.strip() for m in value.split(",") if m.strip()]
 
+
+@app.command("eval")
+def eval_command(
+    dataset: Path = typer.Option(..., "--dataset", help="ASQA-style (qa_pairs, long_answers) or HotpotQA-style (answers) JSONL"),
+    corpus: Optional[Path] = typer.Option(None, "--corpus", help="passages JSONL; ingested (idempotently) first"),
+    collection: Optional[str] = typer.Option(None, "--collection", "-c", help="collection (default: the corpus folder's name)"),
+    methods: str = typer.Option("closed_book,rag", "--methods", help="comma-separated methods"),
+    limit: Optional[int] = typer.Option(None, "--limit", min=1, help="first N questions"),
+    llm: Optional[str] = typer.Option(None, "--llm", help="local (default) | openai | fake"),
+    out: Path = typer.Option(Path("runs/eval"), "--out", help="results.jsonl, summary.json, summary.md, quality_vs_time.png"),
+    reader: Optional[str] = typer.Option(None, "--reader", help="local extractive QA model dir for Disambig-F1 and DR"),
+) -> None:
+    """Run methods side by side on a dataset; resumable (finished runs in OUT/results.jsonl are skipped)."""
+    from agent.errors import AgentError
+    from agent.eval.harness import EvalConfig, evaluate
+
+    config = EvalConfig(
+        dataset=dataset, corpus=corpus, collection=collection, methods=_methods(methods), limit=limit, llm=llm, out=out, reader=reader
+    )
+    try:
+        evaluate(config, log=lambda line: err.print(line, highlight=False))
+    except AgentError as exc:
+        _fail(f"{exc} (finished runs are kept in {out / 'results.jsonl'})")
+    except KeyboardInterrupt:
+        _fail(f"interrupted; finished runs are kept in {out / 'results.jsonl'} and a re-run resumes", 130)
+    out_text = (out / "summary.md").read_text()
+    print(out_text)
+    err.print(f"[dim]written: {out}/results.jsonl, summary.json, summary.md, quality_vs_time.png[/]", highlight=False)
+
+
+@app.command()
+def bench(
+    corpus: Path = typer.Option(Path("../shared/data/asqa/corpus.jsonl"), "--corpus", help="passages JSONL"),
+    dataset: Path = typer.Option(Path("../shared/data/asqa/dev.jsonl"), "--dataset", help="questions JSONL"),
+    collection: str = typer.Option("asqa", "--collection", "-c"),
+    methods: str = typer.Option("closed_book,rag", "--methods"),
+    questions: int = typer.Option(3, "--questions", min=1, help="questions per method for the orchestration figure"),
+    out: Optional[Path] = typer.Option(None, "--out", help="also write the figures as JSON here"),
+) -> None:
+    """LLM-free performance: ingest passages/s, retrieval p50/p95, orchestration overhead per method."""
+    from agent.errors import AgentError
+    from agent.eval.bench import format_bench, run_bench
+
+    try:
+        results = run_bench(corpus, dataset, collection, _methods(methods), questions, log=lambda line: err.print(line, highlight=False))
+    except AgentError as exc:
+        _fail(str(exc))
+    if out:
+        import json
+
+        out.parent.mkdir(parents=True, exist_ok=True)
+        out.write_text(json.dumps(results, indent=2))
+    print(format_bench(results))
+
+
+@app.command()
+def serve(
+    host: str = typer.Option("127.0.0.1", "--host"),
+    port: int = typer.Option(8000, "--port"),
+    llm: Optional[str] = typer.Option(None, "--llm", help="local (default) | openai | fake (scripted, for tests)"),
+    collection: Optional[str] = typer.Option(None, "--collection", "-c"),
+    api_key: Optional[str] = typer.Option(None, "--api-key", envvar="AMBIGQA_API_KEY", help="require this X-API-Key header"),
+    max_concurrent: int = typer.Option(4, "--max-concurrent", min=1, help="graph runs at once; more wait, then 503"),
+    queue_timeout: float = typer.Option(30.0, "--queue-timeout", min=0, help="seconds a request waits for a slot"),
+    max_body_bytes: int = typer.Option(64_000, "--max-body-bytes", min=256),
+) -> None:
+    """Serve every graph over HTTP with LangServe (/METHOD/invoke, /batch, /stream, schemas) and /health."""
+    import uvicorn
+
+    if llm:
+        os.environ["AMBIGQA_LLM"] = llm
+    if collection:
+        os.environ["AMBIGQA_COLLECTION"] = collection
+    from agent.server import create_app
+    from agent.settings import get_settings
+
+    get_settings.cache_clear()
+    app_ = create_app(api_key=api_key, max_concurrent=max_concurrent, queue_timeout=queue_timeout, max_body_bytes=max_body_bytes)
+    from graphs import METHODS
+
+    routes = ", ".join(f"/{m}" for m in METHODS)
+    err.print(f"serving {routes} and /health on http://{host}:{port} (llm: {get_settings().llm})", highlight=False)
+    uvicorn.run(app_, host=host, port=port, log_level="warning")
+
+
+@app.command()
+def load(
+    url: str = typer.Option("http://127.0.0.1:8000", "--url", help="a server started with `serve` on this machine"),
+    method: str = typer.Option("rag", "--method", "-m"),
+    requests: int = typer.Option(50, "--requests", min=1, max=1000),
+    concurrency: int = typer.Option(50, "--concurrency", min=1, max=200),
+    api_key: Optional[str] = typer.Option(None, "--api-key", envvar="AMBIGQA_API_KEY"),
+) -> None:
+    """Send a bounded burst of concurrent requests to a loopback server; report successes, 503s, throughput, p95."""
+    from agent.errors import AgentError
+    from agent.load import run_load
+
+    try:
+        report = run_load(url, method, requests, concurrency, api_key=api_key)
+    except AgentError as exc:
+        _fail(str(exc))
+    print(report.model_dump_json(indent=2))
+    if report.other:
+        raise typer.Exit(1)
+
+
+@app.command()
+def neighbours(
+    collection: str = typer.Option(..., "--collection", "-c", help="an ingested collection"),
+    k: int = typer.Option(10, "--k", min=1, max=100, help="neighbours per passage"),
+) -> None:
+    """Build SUNAR's neighbourhood graph (each passage's k nearest passages) from the stored embeddings."""
+    from agent.errors import AgentError
+    from agent.neighbours import build_neighbours, graph_path
+    from agent.store import open_store
+
+    try:
+        store = open_store(collection)
+        graph = build_neighbours(store, k)
+    except AgentError as exc:
+        _fail(str(exc))
+    out.print(
+        f"{collection}: {len(graph.ids)} passages × {graph.k} neighbours in {graph.seconds:.1f}s → {graph_path(store, k)}",
+        highlight=False,
+    )
 
 def main() -> None:
     try:

@@ -1,7 +1,8 @@
 """The embedded LLM: llama-cpp-python's OpenAI-compatible server on loopback, started on first use, stopped at exit.
 
 A separate process keeps llama.cpp's non-thread-safe context away from LangGraph's worker threads (the server
-serialises requests) and a llama.cpp crash away from the app. Its RAM prompt cache keeps shared prefixes warm.
+serialises requests) and a llama.cpp crash away from the app. llama.cpp reuses the KV cache of the longest prefix
+shared with the previous prompt, so calls that share instructions and passages prefill them once.
 """
 
 from __future__ import annotations
@@ -61,8 +62,8 @@ class LocalServer:
             "--n_threads", str(threads),
             "--n_threads_batch", str(threads),
             "--n_batch", "512",
-            "--cache", "True",  # RAM prompt cache: interleaved prefixes stay warm
-        ]  # fmt: skip
+        ]  # fmt: skip  # no --cache: its RAM cache grew past 22 GB and was OOM-killed; llama.cpp still reuses the
+        # previous prompt's prefix, which is what fan-outs over shared passages need
         self._log = self.log_path.open("wb")
         self.process = subprocess.Popen(cmd, stdout=self._log, stderr=subprocess.STDOUT, preexec_fn=_die_with_parent)
         atexit.register(self.stop)
