@@ -67,3 +67,16 @@ class RunResult(BaseModel):
     usage: UsageReport = Field(default_factory=UsageReport)
     seconds: float = Field(default=0.0, description="wall time of the whole run")
     extra: dict[str, Any] = Field(default_factory=dict, description="method-specific state (route, tree, ...)")
+
+
+class Execution(BaseModel):
+    """VerDICt I_E output: one interpretation the passage answers, or nulls to abstain."""
+
+    interpretation: str | None = Field(description="a disambiguated question the passage answers, or null")
+    answer: str | None = Field(description="its short answer taken from the passage, or null")
+
+
+class Decisions(BaseModel):
+    """A judge's Yes/No label for each item of a numbered list (VerDICt I_M)."""
+
+    decisions: list[Literal["Yes", "No"]]

@@ -1,3 +1,3 @@
 """One module per method; each exports a compiled LangGraph ``graph``."""
 
-METHODS = ("closed_book", "rag")
+METHODS = ("closed_book", "rag", "verdict")
