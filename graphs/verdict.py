@@ -35,7 +35,9 @@ class VerdictContext(RunContext):
     cluster_on: Literal["question_answer", "question"] = Field(
         default="question_answer", description="embed f(q̂;ŷ) (default) or f(q̂) only (Table 4)"
     )
-    fallback_passages: int = Field(default=5, ge=1, le=20, description="passages the answer sees when all abstain")
+    answer_passages: int = Field(
+        default=10, ge=1, le=20, description="passages the answer step reads: the cited ones, or the top ones if all abstain"
+    )
 
 
 class VerdictState(AnswerState, total=False):
@@ -101,7 +103,8 @@ def answer(state: VerdictState, runtime: Runtime[VerdictContext]) -> dict:
     ctx = context_of(runtime, VerdictContext)
     passages, pairs = state["passages"], state["disambiguations"]
     number = {p.id: i for i, p in enumerate(passages, 1)}  # citation [n] = n-th passage of the result
-    cited = sorted({number[d.passage_ids[0]] for d in pairs}) or list(range(1, min(ctx.fallback_passages, len(passages)) + 1))
+    cited = sorted({number[d.passage_ids[0]] for d in pairs}) or list(range(1, len(passages) + 1))
+    cited = cited[: ctx.answer_passages]  # bounded context; every pair still carries its citation
     cite = [f"[{number[d.passage_ids[0]]}]" for d in pairs]
     shown = [d.model_copy(update={"answer": f"{d.answer} {c}"}) for d, c in zip(pairs, cite)]
     reply = ask(

@@ -122,7 +122,7 @@ def test_unusable_execution_is_dropped_and_counted_separately(collection, script
 
 
 def test_all_abstain_still_answers_from_the_top_passages(collection, scripted):
-    result, model = run_verdict(collection, scripted, {}, fallback_passages=2)
+    result, model = run_verdict(collection, scripted, {}, answer_passages=2)
     assert result.disambiguations == [] and result.extra["abstentions"] == 6
     assert "(none found)" in model.calls[-1].user and "[2] " in model.calls[-1].user and "[3] " not in model.calls[-1].user
     assert result.answer
