@@ -200,6 +200,33 @@ def _demo_short_answer(call: ScriptedCall) -> str:
     return f"Answer: {match.group(2) if match else 'unknown'}"
 
 
+def _demo_relax(call: ScriptedCall) -> str:
+    return " ".join(w for w in _question(call).rstrip("?").split() if w.lower() not in {"who", "what", "when", "where", "which", "how", "is", "was", "did", "does", "the"})
+
+
+def _demo_execute(call: ScriptedCall) -> str:
+    match = re.search(r"^Passage:\s*(.+?)\s*\|\s*(.+)$", call.user, re.MULTILINE)
+    fact = _FACT.search(match.group(2)) if match else None
+    if not fact:
+        return "null"
+    return f"Interpretation: {_question(call).rstrip('?')}, in the sense of {match.group(1)}?\nAnswer: {fact.group(0)}"
+
+
+def _demo_verdict_answer(call: ScriptedCall) -> str:
+    pairs = re.findall(r"DQ \d+: (.+)\nDA \d+: (.+)", call.user)
+    body = " ".join(f"For “{q}” the answer is {a}." for q, a in pairs)
+    return f"Answer: “{_question(call)}” can be read in {len(pairs)} ways, each grounded in a passage. {body}"
+
+
+def _demo_match(call: ScriptedCall) -> str:
+    reference = call.user.split("Reference disambiguations:", 1)[-1]
+    return "\n".join(f"{n}: Yes" for n in re.findall(r"^(\d+)\.", reference, re.MULTILINE))
+
+
+def _demo_dedup(call: ScriptedCall) -> str:
+    return call.user.split("Disambiguated questions:", 1)[-1].split("Distinct questions:", 1)[0].strip()
+
+
 DEMO_SCRIPT: dict[str, Reply] = {
     "rag_extract": _demo_extract,
     "rag_generate": _demo_generate,
@@ -212,6 +239,12 @@ DEMO_SCRIPT: dict[str, Reply] = {
     "sunar_answer_sub": _demo_short_answer,
     "sunar_meta_reason": _demo_short_answer,
     "sunar_entails": "Yes",
+    "verdict_relax": _demo_relax,
+    "verdict_execute": _demo_execute,
+    "verdict_answer": _demo_verdict_answer,
+    "eval_verify": "Yes",
+    "eval_match": _demo_match,
+    "eval_dedup": _demo_dedup,
 }
 
 

@@ -192,3 +192,66 @@ def parse_short_answer(text: str) -> str:
     if not lines:
         raise ParseError("the answer is empty")
     return _clean(lines[0]).rstrip(".").strip()
+
+
+_NULL_WORDS = {"", "null", "none", "n/a", "na", "unknown", "abstain"}
+_FIELD = r"^\s*(?:\**\s*){label}\s*\**\s*:\s*\**\s*(.+?)\s*$"
+
+
+def _is_null(value: Any) -> bool:
+    return value is None or _clean(str(value)).rstrip(".").lower() in _NULL_WORDS
+
+
+def parse_execution(text: str) -> QAPair | None:
+    """VerDICt I_E: ``Interpretation: … / Answer: …`` (or JSON) → a pair; ``null`` (either field) → None (abstain)."""
+    stripped = text.strip()
+    if stripped.startswith(("{", "```")):
+        try:
+            value = extract_json(stripped)
+        except ParseError:
+            value = None
+        if isinstance(value, dict):
+            question = value.get("interpretation", value.get("question"))
+            answer = value.get("answer")
+            if _is_null(question) or _is_null(answer):
+                return None
+            return QAPair(question=_clean(str(question)), answer=_clean(str(answer)))
+    if _is_null(stripped.splitlines()[0] if stripped else ""):
+        return None
+    question = re.search(_FIELD.format(label="(?:interpretation|question|DQ\\s*1?)"), text, re.IGNORECASE | re.MULTILINE)
+    answer = re.search(_FIELD.format(label="(?:answer|DA\\s*1?)"), text, re.IGNORECASE | re.MULTILINE)
+    if not question or not answer:
+        raise ParseError("no 'Interpretation:' / 'Answer:' fields and no 'null'")
+    if _is_null(question.group(1)) or _is_null(answer.group(1)):
+        return None
+    return QAPair(question=_clean(question.group(1)), answer=_clean(answer.group(1)))
+
+
+def parse_query(text: str) -> str:
+    """A one-line search query (VerDICt I_R): the first non-empty line, its label and quotes removed."""
+    for line in text.strip().splitlines():
+        query = _clean(strip_label(line, ("relaxed query", "search query", "query")))
+        if query:
+            return query
+    raise ParseError("the query is empty")
+
+
+def parse_decisions(text: str, count: int) -> list[bool]:
+    """``count`` Yes/No labels in order: a JSON list (or ``{"decisions": [...]}``), numbered lines, or bare words."""
+    stripped = text.strip()
+    words: list[str] = []
+    if stripped.startswith(("{", "[", "```")):
+        try:
+            value = extract_json(stripped)
+            if isinstance(value, dict):
+                value = next((v for v in value.values() if isinstance(v, list)), [])
+            words = [str(v) for v in value] if isinstance(value, list) else []
+        except ParseError:
+            words = []
+    if not words:
+        numbered = re.findall(r"^\s*\d+\s*[:.)-]?\s*.*?\b(yes|no)\b", text, re.IGNORECASE | re.MULTILINE)
+        words = numbered if len(numbered) == count else re.findall(r"\b(yes|no)\b", text, re.IGNORECASE)
+    labels = [w.strip().lower() for w in words]
+    if len(labels) != count or any(label not in ("yes", "no") for label in labels):
+        raise ParseError(f"expected {count} Yes/No labels, found {len(labels)}")
+    return [label == "yes" for label in labels]

@@ -81,3 +81,16 @@ class AmbiguityTyping(BaseModel):
 
     reason: str = Field(description="the unclear part of the question and the readings it allows")
     types: list[AmbiguityType] = Field(description="the kinds of ambiguity; N/A when the question has one reading")
+
+
+class Execution(BaseModel):
+    """VerDICt I_E output: one interpretation the passage answers, or nulls to abstain."""
+
+    interpretation: str | None = Field(description="a disambiguated question the passage answers, or null")
+    answer: str | None = Field(description="its short answer taken from the passage, or null")
+
+
+class Decisions(BaseModel):
+    """A judge's Yes/No label for each item of a numbered list (VerDICt I_M)."""
+
+    decisions: list[Literal["Yes", "No"]]

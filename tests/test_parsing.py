@@ -78,3 +78,36 @@ def test_long_answer_strips_the_echoed_label():
 
 def test_extract_json_skips_prose_and_fences():
     assert extract_json('Sure! ```json\n{"a": [1, 2]}\n```') == {"a": [1, 2]}
+
+
+def test_execution_pair_null_and_json():
+    from agent.parsing import parse_execution
+
+    pair = parse_execution("Interpretation: When was the film released in the US?\nAnswer: 16 November 2001")
+    assert (pair.question, pair.answer) == ("When was the film released in the US?", "16 November 2001")
+    assert parse_execution("null") is None
+    assert parse_execution("Null.\nThe passage is about a volcano.") is None
+    assert parse_execution('{"interpretation": null, "answer": null}') is None
+    assert parse_execution('{"interpretation": "Q?", "answer": "null"}') is None
+    assert parse_execution('{"interpretation": "Q?", "answer": "A"}').answer == "A"
+    assert parse_execution("**Interpretation:** Q?\n**Answer:** A").question == "Q?"
+    with pytest.raises(ParseError):
+        parse_execution("The passage mentions the film.")
+
+
+def test_query_takes_the_first_line_without_its_label():
+    from agent.parsing import parse_query
+
+    assert parse_query('Relaxed query: "Despicable Me 3 release dates"\nExplanation: ...') == "Despicable Me 3 release dates"
+    with pytest.raises(ParseError):
+        parse_query("  \n ")
+
+
+def test_decisions_need_one_label_per_item():
+    from agent.parsing import parse_decisions
+
+    assert parse_decisions("1: Yes\n2: No\n3. yes", 3) == [True, False, True]
+    assert parse_decisions('{"decisions": ["No", "Yes"]}', 2) == [False, True]
+    assert parse_decisions("Yes, No", 2) == [True, False]
+    with pytest.raises(ParseError):
+        parse_decisions("1: Yes", 2)

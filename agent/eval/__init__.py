@@ -1,1 +1,2 @@
-"""Evaluation: metrics, the resumable side-by-side harness (``ambigqa eval``) and LLM-free benchmarks (``bench``)."""
+"""Evaluation: metrics, grounded LLM-judge metrics (``grounded``), the resumable harness (``ambigqa eval``) and LLM-free
+benchmarks (``bench``)."""

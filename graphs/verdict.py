@@ -1,0 +1,135 @@
+"""VerDICt (Lee et al.): verified diversification with consolidation (Section 4, Algorithm 1).
+
+relax (I_R) → retrieve the universe U once → execute I_E on every passage alone, concurrently (a grounded
+interpretation and its answer, or null) → consolidate (HDBSCAN over "question answer" embeddings, one medoid
+per cluster) → answer, citing the passage that grounds each interpretation.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from langgraph.graph import END, START, StateGraph
+from langgraph.runtime import Runtime
+from pydantic import Field
+
+from agent.clustering import hdbscan_labels, representatives
+from agent.context import RunContext, context_of
+from agent.embeddings import embed
+from agent.llm_calls import Reply, ask, run_concurrently, usage_update
+from agent.parsing import parse_execution, parse_long_answer, parse_query
+from agent.rac import render_pairs
+from agent.schemas import Disambiguation, Execution, Passage
+from agent.state import AnswerOutput, AnswerState, QuestionInput
+
+
+class VerdictContext(RunContext):
+    temperature: float = Field(default=0.0, ge=0, le=2, description="sampling temperature (VerDICt 5.1.3: greedy)")
+    top_k: int = Field(default=20, ge=1, le=100, description="passages in the universe U (VerDICt footnote 3: 20)")
+    min_cluster_size: int = Field(default=2, ge=2, le=20, description="HDBSCAN min_cluster_size (default setting)")
+    min_samples: int = Field(default=2, ge=1, le=20, description="HDBSCAN min_samples (default setting)")
+    consolidation: Literal["default", "conservative"] = Field(
+        default="default",
+        description="conservative (Table 4): HDBSCAN may return one cluster for all → fewer interpretations",
+    )
+    cluster_on: Literal["question_answer", "question"] = Field(
+        default="question_answer", description="embed f(q̂;ŷ) (default) or f(q̂) only (Table 4)"
+    )
+    answer_passages: int = Field(
+        default=10, ge=1, le=20, description="passages the answer step reads: the cited ones, or the top ones if all abstain"
+    )
+
+
+class VerdictState(AnswerState, total=False):
+    relaxed_query: str
+    candidates: list[Disambiguation]  # Algorithm 1 lines 5–9: one per non-abstaining passage, in rank order
+    abstentions: int  # passages whose I_E reply was null
+    unparsed: int  # passages whose I_E reply stayed unusable after retries (also dropped)
+    cluster_labels: list[int]  # HDBSCAN label per candidate; -1 = outlier
+
+
+def relax(state: VerdictState, runtime: Runtime[VerdictContext]) -> dict:
+    options = context_of(runtime, VerdictContext).llm_options()
+    reply = ask("verdict_relax", options, parse=parse_query, fallback=state["question"], question=state["question"])
+    return {"relaxed_query": reply.value, "usage": usage_update(reply)}  # Eq. 6
+
+
+def retrieve(state: VerdictState, runtime: Runtime[VerdictContext]) -> dict:
+    ctx = context_of(runtime, VerdictContext)
+    return {"passages": ctx.store().search(state["relaxed_query"], ctx.top_k)}  # Eq. 7, one retrieval
+
+
+def execute(state: VerdictState, runtime: Runtime[VerdictContext]) -> dict:
+    ctx = context_of(runtime, VerdictContext)
+    options = ctx.llm_options()
+
+    def one(passage: Passage) -> Reply:  # Eq. 8: a single passage per call; instructions are the shared prefix
+        return ask(
+            "verdict_execute",
+            options,
+            parse=parse_execution,
+            schema=Execution,
+            fallback=None,
+            passage=f"{passage.title} | {passage.text}",
+            question=state["question"],
+        )
+
+    replies = run_concurrently(one, state["passages"], ctx.max_concurrency)
+    candidates = [
+        Disambiguation(question=r.value.question, answer=r.value.answer, passage_ids=[p.id])
+        for p, r in zip(state["passages"], replies)
+        if r.value is not None  # Algorithm 1 line 8
+    ]
+    return {
+        "candidates": candidates,
+        "abstentions": sum(r.parsed and r.value is None for r in replies),
+        "unparsed": sum(not r.parsed for r in replies),
+        "usage": usage_update(*replies),
+    }
+
+
+def consolidate(state: VerdictState, runtime: Runtime[VerdictContext]) -> dict:
+    ctx = context_of(runtime, VerdictContext)
+    candidates = state["candidates"]
+    texts = [f"{c.question} {c.answer}" if ctx.cluster_on == "question_answer" else c.question for c in candidates]
+    vectors = embed(texts)  # f: the retriever's encoder, one batch
+    conservative = ctx.consolidation == "conservative"
+    labels = hdbscan_labels(vectors, ctx.min_cluster_size, ctx.min_samples, conservative)  # Algorithm 1 line 10
+    kept = representatives(vectors, labels)  # lines 12–14: medoids; outliers dropped unless all are outliers
+    return {"disambiguations": [candidates[i] for i in kept], "cluster_labels": labels}
+
+
+def answer(state: VerdictState, runtime: Runtime[VerdictContext]) -> dict:
+    ctx = context_of(runtime, VerdictContext)
+    passages, pairs = state["passages"], state["disambiguations"]
+    number = {p.id: i for i, p in enumerate(passages, 1)}  # citation [n] = n-th passage of the result
+    cited = sorted({number[d.passage_ids[0]] for d in pairs}) or list(range(1, len(passages) + 1))
+    cited = cited[: ctx.answer_passages]  # bounded context; every pair still carries its citation
+    cite = [f"[{number[d.passage_ids[0]]}]" for d in pairs]
+    shown = [d.model_copy(update={"answer": f"{d.answer} {c}"}) for d, c in zip(pairs, cite)]
+    reply = ask(
+        "verdict_answer",
+        ctx.llm_options(),
+        parse=parse_long_answer,
+        fallback=" ".join(f"{d.question} {d.answer}." for d in shown) or "No answer could be generated.",
+        passages="\n".join(passages[n - 1].render(n) for n in cited),
+        question=state["question"],
+        disambiguations=render_pairs(shown),
+    )
+    missing = [f"{d.question} {d.answer}." for d, c in zip(shown, cite) if c not in reply.value]
+    return {"answer": " ".join([reply.value, *missing]), "usage": usage_update(reply)}  # every reading cites its passage
+
+
+builder = StateGraph(VerdictState, input_schema=QuestionInput, output_schema=AnswerOutput, context_schema=VerdictContext)
+builder.add_node("relax", relax)
+builder.add_node("retrieve", retrieve)
+builder.add_node("execute", execute)
+builder.add_node("consolidate", consolidate)
+builder.add_node("answer", answer)
+builder.add_edge(START, "relax")
+builder.add_edge("relax", "retrieve")
+builder.add_edge("retrieve", "execute")
+builder.add_edge("execute", "consolidate")
+builder.add_edge("consolidate", "answer")
+builder.add_edge("answer", END)
+graph = builder.compile(name="verdict")
