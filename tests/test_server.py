@@ -85,6 +85,16 @@ def test_stream_sends_node_updates_as_they_happen(server):
     assert nodes == ["retrieve", "rag_extract", "rag_generate"]
 
 
+def test_stream_includes_the_nodes_of_tocs_expansion_subgraph(server):
+    events = []
+    with httpx.stream("POST", f"{server}/toc/stream", json={"input": {"question": QUESTION}}, headers=KEY, timeout=120) as r:
+        for line in r.iter_lines():
+            if line.startswith("data:") and '"node"' in line:
+                events.append(json.loads(line[5:]))
+    assert any(e["namespace"] for e in events), [e["node"] for e in events]  # inner nodes of the expansion subgraph
+    assert events[-1]["node"] == "generate" and events[-1]["update"]["answer"]
+
+
 def test_schemas_are_served(server):
     schema = httpx.get(f"{server}/rag/input_schema", headers=KEY).json()
     assert schema["properties"]["question"]["maxLength"] == 2000
