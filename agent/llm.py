@@ -27,10 +27,12 @@ def unregister_model(name: str) -> None:
         _registry.pop(name, None)
 
 
-def _openai_compatible(base_url: str | None, api_key: str, model: str, settings: Settings) -> BaseChatModel:
+def _openai_compatible(base_url: str | None, api_key: str, model: str, settings: Settings, llama_cpp: bool = False) -> BaseChatModel:
     from langchain_openai import ChatOpenAI
 
-    return ChatOpenAI(
+    from agent.openai_client import LlamaCppChat
+
+    return (LlamaCppChat if llama_cpp else ChatOpenAI)(
         base_url=base_url,
         api_key=api_key,
         model=model,
@@ -55,7 +57,7 @@ def get_chat_model(name: str | None = None, settings: Settings | None = None) ->
         url = local_server(settings).url
         with _lock:
             if url not in _local_models:  # one client per server; a restarted server gets a new port
-                _local_models[url] = _openai_compatible(url, "local", "local", settings)
+                _local_models[url] = _openai_compatible(url, "local", "local", settings, llama_cpp=True)
             return _local_models[url]
     elif name == "openai":
         if not settings.openai_api_key and not settings.openai_base_url:

@@ -10,12 +10,15 @@ from __future__ import annotations
 import atexit
 import importlib.util
 import os
+import queue
 import signal
 import socket
 import subprocess
 import sys
 import threading
 import time
+from collections.abc import Callable
+from concurrent.futures import Future
 from pathlib import Path
 
 import httpx
@@ -29,7 +32,11 @@ _servers: dict[str, "LocalServer"] = {}
 
 
 def _die_with_parent() -> None:
-    """In the server process: get SIGTERM when our process dies, even by a signal that skips atexit (Linux)."""
+    """In the server process: get SIGTERM when our process dies, even by a signal that skips atexit (Linux).
+
+    The kernel ties this to the *thread* that forked, so servers are started from ``_owner``, a thread that lives as
+    long as the process (LangGraph's worker threads come and go).
+    """
     try:
         import ctypes
 
@@ -106,8 +113,33 @@ class LocalServer:
         self._log.close()
 
 
+class _Owner:
+    """A process-long thread that starts servers, so their parent-death signal fires only when the process dies."""
+
+    def __init__(self) -> None:
+        self.jobs: queue.Queue[tuple[Callable[[], LocalServer], Future]] = queue.Queue()
+        threading.Thread(target=self._loop, name="llama-server-owner", daemon=True).start()
+
+    def _loop(self) -> None:
+        while True:
+            start, future = self.jobs.get()
+            try:
+                future.set_result(start())
+            except BaseException as exc:  # handed to the caller
+                future.set_exception(exc)
+
+    def start(self, start: Callable[[], LocalServer]) -> LocalServer:
+        future: Future = Future()
+        self.jobs.put((start, future))
+        return future.result()
+
+
+_owner: _Owner | None = None
+
+
 def local_server(settings: Settings) -> LocalServer:
     """Start (once per process and model) and return the embedded server."""
+    global _owner
     if importlib.util.find_spec("llama_cpp") is None:
         raise LLMUnavailableError(
             "the local LLM needs 'llama-cpp-python[server]==0.3.36': run `make setup` "
@@ -117,6 +149,7 @@ def local_server(settings: Settings) -> LocalServer:
         server = _servers.get(settings.local_model)
         if server is None or not server.alive():
             model_path = ensure_gguf(settings.local_model, settings.model_dir)
-            server = LocalServer(model_path, settings)
+            _owner = _owner or _Owner()
+            server = _owner.start(lambda: LocalServer(model_path, settings))
             _servers[settings.local_model] = server
         return server

@@ -149,3 +149,16 @@ def test_corrupt_gguf_part_is_rejected_and_nothing_is_cached(tmp_path, monkeypat
     with pytest.raises(ModelFileError, match="corrupt"):
         ensure_gguf("bad", tmp_path / "models")
     assert not any((tmp_path / "models").iterdir())
+
+
+def test_the_local_client_sends_max_tokens_which_llama_cpp_reads():
+    from langchain_core.messages import HumanMessage
+    from langchain_openai import ChatOpenAI
+
+    from agent.openai_client import LlamaCppChat
+
+    local = LlamaCppChat(base_url="http://127.0.0.1:1/v1", api_key="x", model="local")
+    payload = local._get_request_payload([HumanMessage("hi")], max_tokens=300)
+    assert payload["max_tokens"] == 300 and "max_completion_tokens" not in payload
+    plain = ChatOpenAI(base_url="http://127.0.0.1:1/v1", api_key="x", model="m")._get_request_payload([HumanMessage("hi")], max_tokens=300)
+    assert plain["max_completion_tokens"] == 300  # what llama.cpp ignores
