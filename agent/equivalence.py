@@ -9,6 +9,8 @@ directory (``nli:/path/to/model``), which is what the paper uses.
 
 from __future__ import annotations
 
+from abc import ABC, abstractmethod
+
 import re
 import string
 import threading
@@ -78,11 +80,11 @@ def coverage(premise: list[str], hypothesis: list[str]) -> float:
     return common / len(hypothesis)
 
 
-class Equivalence:
+class Equivalence(ABC):
     """Bidirectional entailment between two answers to ``question`` (Eq. 4); subclasses define ``entails``."""
 
-    def entails(self, question: str, premise: str, hypothesis: str) -> bool:
-        raise NotImplementedError
+    @abstractmethod
+    def entails(self, question: str, premise: str, hypothesis: str) -> bool: ...
 
     def equivalent(self, question: str, a: str, b: str) -> bool:
         return self.entails(question, a, b) and self.entails(question, b, a)
