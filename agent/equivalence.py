@@ -9,11 +9,10 @@ directory (``nli:/path/to/model``), which is what the paper uses.
 
 from __future__ import annotations
 
-from abc import ABC, abstractmethod
-
 import re
 import string
 import threading
+from abc import ABC, abstractmethod
 from collections import Counter
 from functools import lru_cache
 from pathlib import Path
