@@ -32,7 +32,9 @@ _servers: dict[str, "LocalServer"] = {}
 
 
 def _die_with_parent() -> None:
-    """In the server process: get SIGTERM when our process dies, even by a signal that skips atexit (Linux).
+    """In the server process: get SIGKILL when our process dies, even by a signal that skips atexit (Linux).
+
+    SIGKILL, not SIGTERM: uvicorn's graceful shutdown waited on background tasks for good once, leaving an orphan.
 
     The kernel ties this to the *thread* that forked, so servers are started from ``_owner``, a thread that lives as
     long as the process (LangGraph's worker threads come and go).
@@ -40,7 +42,7 @@ def _die_with_parent() -> None:
     try:
         import ctypes
 
-        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
     except OSError:
         pass
 
