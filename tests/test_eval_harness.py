@@ -39,6 +39,7 @@ def test_eval_runs_every_method_on_every_question_and_summarises(dataset, collec
     q1_rag = next(r for r in rows if r["method"] == "rag" and r["id"] == "q1")
     assert q1_rag["metrics"]["str_em"] == 1.0 and q1_rag["cost"]["llm_calls"] == 2
     assert 0 < q1_rag["cost"]["critical_path_s"] <= q1_rag["cost"]["seconds"]
+    assert q1_rag["cost"]["llm_rounds"] == 2 and q1_rag["details"] == {}  # rag keeps no state beyond the contract
     assert summary["rag"]["questions"] == 3 and summary["closed_book"]["cost_per_question"]["llm_calls"] == 1
     assert "| rag | 3 |" in (out / "summary.md").read_text()
     assert (out / "quality_vs_time.png").read_bytes()[:4] == b"\x89PNG"
@@ -101,3 +102,11 @@ def test_oracle_mrecall_compares_vanilla_and_diva_retrieval_with_gold_interpreta
     assert report["questions"] == 1
     assert report["diva_oracle_mrecall@2"] == 1.0  # the gold DQs pull the premiere and the US-release passages
     assert 0.0 <= report["vanilla_mrecall@2"] <= 1.0
+
+
+def test_details_keep_numbers_and_labels_and_count_lists():
+    from agent.eval.harness import details
+    from agent.schemas import RunResult
+
+    result = RunResult(question="q", method="toc", answer="a", extra={"expansions": 4, "stop_reason": "max_nodes", "tree": [{}, {}, {}], "pool": {"x": 1}})
+    assert details(result) == {"expansions": 4, "stop_reason": "max_nodes", "tree_count": 3}

@@ -64,6 +64,7 @@ def run_one(example: Example, method: str, config: EvalConfig, reader: m.Reader 
 
     top_level_last = [time.perf_counter()]
     critical = [0.0]
+    rounds = [0]
 
     def on_node(node: str, update: dict[str, Any], _seconds: float) -> None:
         if "/" in node:  # a subgraph's node: its parent node's time covers it
@@ -72,6 +73,7 @@ def run_one(example: Example, method: str, config: EvalConfig, reader: m.Reader 
         usage = update.get("usage")
         if usage is not None and getattr(usage, "total", None) is not None and usage.total.calls:
             critical[0] += now - top_level_last[0]  # LLM rounds run one after another; fan-outs overlap
+            rounds[0] += 1
         top_level_last[0] = now
 
     result = run(example.question, method=method, llm=config.llm, collection=config.collection, on_node=on_node, **config.options)
@@ -84,14 +86,27 @@ def run_one(example: Example, method: str, config: EvalConfig, reader: m.Reader 
         "disambiguations": [d.model_dump() for d in result.disambiguations],
         "passage_ids": [p.id for p in result.passages],
         "metrics": score(example, result, reader),
+        "details": details(result),
         "cost": {
             "llm_calls": total.calls,
             "input_tokens": total.input_tokens,
             "output_tokens": total.output_tokens,
             "seconds": result.seconds,
             "critical_path_s": round(critical[0], 3),
+            "llm_rounds": rounds[0],
         },
     }
+
+
+def details(result: RunResult) -> dict[str, Any]:
+    """Method-specific figures from the final state: numbers and short labels as they are, lists as their length."""
+    out: dict[str, Any] = {}
+    for key, value in result.extra.items():
+        if isinstance(value, bool | int | float) or (isinstance(value, str) and len(value) <= 80):
+            out[key] = value
+        elif isinstance(value, list):
+            out[f"{key}_count"] = len(value)
+    return out
 
 
 def _done(results_path: Path) -> set[tuple[str, str]]:
@@ -170,9 +185,15 @@ def summarize(results_path: Path, methods: list[str]) -> dict[str, Any]:
             "questions": len(ok),
             "failed": failed,
             "metrics": {k: mean([r["metrics"][k] for r in ok if k in r["metrics"]]) for k in ok[0]["metrics"]},
-            "cost_per_question": {k: mean([r["cost"][k] for r in ok]) for k in ok[0]["cost"]},
+            "cost_per_question": {k: mean([r["cost"][k] for r in ok if k in r["cost"]]) for k in ok[0]["cost"]},
+            "details_per_question": _mean_details(ok),
         }
     return summary
+
+
+def _mean_details(rows: list[dict[str, Any]]) -> dict[str, float]:
+    keys = {k for r in rows for k, v in r.get("details", {}).items() if isinstance(v, int | float) and not isinstance(v, bool)}
+    return {k: round(statistics.fmean(r["details"].get(k, 0) for r in rows), 4) for k in sorted(keys)}
 
 
 def _quality_key(summary: dict[str, Any]) -> str:
@@ -195,6 +216,10 @@ def write_reports(summary: dict[str, Any], out: Path) -> None:
     lines.append("|---" * (len(cost_keys) + 1) + "|")
     for method, s in summary.items():
         lines.append(f"| {method} | " + " | ".join(f"{s['cost_per_question'][k]:,.1f}" for k in cost_keys) + " |")
+    detailed = {method: s["details_per_question"] for method, s in summary.items() if s.get("details_per_question")}
+    if detailed:
+        lines += ["", "## Method details (mean per question)", ""]
+        lines += [f"- **{method}**: " + ", ".join(f"{k} {v:g}" for k, v in d.items()) for method, d in detailed.items()]
     (out / "summary.md").write_text("\n".join(lines) + "\n")
     _plot(summary, out / "quality_vs_time.png")
 
