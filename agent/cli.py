@@ -252,16 +252,22 @@ def bench(
     corpus: Path = typer.Option(Path("../shared/data/asqa/corpus.jsonl"), "--corpus", help="passages JSONL"),
     dataset: Path = typer.Option(Path("../shared/data/asqa/dev.jsonl"), "--dataset", help="questions JSONL"),
     collection: str = typer.Option("asqa", "--collection", "-c"),
-    methods: str = typer.Option("closed_book,rag", "--methods"),
+    methods: str = typer.Option("closed_book,rag,diva,toc,verdict,sunar", "--methods"),
     questions: int = typer.Option(3, "--questions", min=1, help="questions per method for the orchestration figure"),
     out: Optional[Path] = typer.Option(None, "--out", help="also write the figures as JSON here"),
+    nar_questions: int = typer.Option(20, "--nar-questions", min=1, help="HotpotQA-style data: questions for SUNAR's retrieval recall"),
+    asu_llm: Optional[str] = typer.Option(None, "--asu-llm", help="also measure NAR with ASU using this LLM (the one figure that needs an LLM)"),
 ) -> None:
-    """LLM-free performance: ingest passages/s, retrieval p50/p95, orchestration overhead per method."""
+    """LLM-free performance: ingest passages/s, retrieval p50/p95, orchestration overhead per method; on HotpotQA-style
+    data also SUNAR's recall@10 for BM25 vs NAR (and NAR with ASU given --asu-llm)."""
     from agent.errors import AgentError
     from agent.eval.bench import format_bench, run_bench
 
     try:
-        results = run_bench(corpus, dataset, collection, _methods(methods), questions, log=lambda line: err.print(line, highlight=False))
+        results = run_bench(
+            corpus, dataset, collection, _methods(methods), questions,
+            log=lambda line: err.print(line, highlight=False), nar_questions=nar_questions, asu_llm=asu_llm,
+        )  # fmt: skip
     except AgentError as exc:
         _fail(str(exc))
     if out:

@@ -328,3 +328,16 @@ def test_unusable_decomposition_after_a_hop_ends_the_loop(planted, scripted):
     result = agent.run(QUESTION, method="sunar", llm=name, collection=planted, asu=False, budget=4, retries=0)
     assert len(result.extra["reasoning_path"]) == 1
     assert result.answer == "Velmora"  # neither MER nor Self-Ask answered: the last intermediate answer stands
+
+
+def test_bench_recall_compares_bm25_nar_and_nar_with_asu(planted, scripted):
+    from agent.eval.bench import nar_recall
+    from agent.eval.datasets import Example
+
+    example = Example(id="z", question=QUESTION, supporting_ids=["zorbania", "velmora"])
+    name, model = scripted({"sunar_answer_sub": "Answer: Velmora"})
+    report = nar_recall(planted, [example], llm=name, progress=False)
+    assert report["bm25_recall@10"] == 0.5  # BM25 never sees the planted passage
+    assert report["nar_recall@10"] == report["nar_asu_recall@10"] == 1.0  # the frontier brings it in
+    assert report["nar_asu_llm_calls"] == len(model.calls) >= 5 and set(model.prompts()) == {"sunar_answer_sub"}
+    assert "nar_asu_recall@10" not in nar_recall(planted, [example], progress=False)

@@ -123,8 +123,59 @@ def oracle_mrecall(collection: str, examples: list[Any], k: int = 5) -> dict[str
     }
 
 
+def nar_recall(collection: str, examples: list[Any], llm: str | None = None, k: int = 10, progress: bool = True) -> dict[str, Any]:
+    """SUNAR's retrieval ablation: supporting-paragraph recall@k for the question itself with BM25 alone, NAR without
+    ASU and, given an LLM, NAR with ASU — the same ``nar_retrieve`` node the graph runs."""
+    from langgraph.runtime import Runtime
+
+    from agent.bm25 import bm25_index
+    from agent.eval.metrics import support_recall
+    from agent.store import open_store
+    from graphs.sunar import SunarContext, nar_retrieve
+
+    rows = [e for e in examples if e.supporting_ids]
+    index = bm25_index(open_store(collection))
+    variants = {"nar": False} | ({"nar_asu": True} if llm else {})
+    contexts = {name: SunarContext(collection=collection, llm=llm or "", asu=asu) for name, asu in variants.items()}
+    recall: dict[str, list[float]] = {"bm25": [], **{name: [] for name in variants}}
+    seconds: dict[str, list[float]] = {name: [] for name in variants}
+    llm_calls: list[int] = []
+    bar = None
+    if progress and rows:
+        from tqdm import tqdm
+
+        bar = tqdm(total=len(rows), unit="question", desc="NAR recall")
+    for example in rows:
+        first_stage = [p.id for p in index.search(example.question, k) if (p.score or 0) > 0]
+        recall["bm25"].append(support_recall(first_stage, example.supporting_ids))
+        for name, context in contexts.items():
+            start = time.perf_counter()
+            update = nar_retrieve({"question": example.question, "sub_question": example.question}, Runtime(context=context))
+            seconds[name].append(time.perf_counter() - start)
+            recall[name].append(support_recall([p.id for p in update["retrieved"][:k]], example.supporting_ids))
+            if name == "nar_asu":
+                llm_calls.append(update["usage"].total.calls if "usage" in update else 0)
+        if bar:
+            bar.update(1)
+    if bar:
+        bar.close()
+    mean = lambda xs: round(statistics.fmean(xs), 4) if xs else 0.0  # noqa: E731
+    report: dict[str, Any] = {"questions": len(rows), **{f"{name}_recall@{k}": mean(xs) for name, xs in recall.items()}}
+    report |= {f"{name}_seconds": mean(xs) for name, xs in seconds.items()}
+    if llm_calls:
+        report["nar_asu_llm_calls"] = mean(llm_calls)
+    return report
+
+
 def run_bench(
-    corpus: Path, dataset: Path, collection: str, methods: list[str], questions: int = 3, log: Callable[[str], None] = print
+    corpus: Path,
+    dataset: Path,
+    collection: str,
+    methods: list[str],
+    questions: int = 3,
+    log: Callable[[str], None] = print,
+    nar_questions: int = 20,
+    asu_llm: str | None = None,
 ) -> dict[str, Any]:
     from agent.ingest import ingest
 
@@ -141,6 +192,9 @@ def run_bench(
     if any(e.qa_pairs for e in examples):
         log("oracle MRecall@5 (gold disambiguations as DIVA's interpretations) …")
         results["oracle_mrecall"] = oracle_mrecall(collection, examples)
+    if any(e.supporting_ids for e in examples):
+        log("SUNAR retrieval recall@10: BM25, NAR" + (f", NAR with ASU ({asu_llm})" if asu_llm else " (NAR with ASU needs --asu-llm)") + " …")
+        results["nar_recall"] = nar_recall(collection, examples[:nar_questions], llm=asu_llm)
     return results
 
 
@@ -164,7 +218,14 @@ def format_bench(results: dict[str, Any]) -> str:
             f"(coverage {o['vanilla_coverage']:.3f}) vs DIVA retrieval with gold interpretations (oracle) "
             f"{o['diva_oracle_mrecall@5']:.3f} (coverage {o['diva_oracle_coverage']:.3f})",
         ]
+    o = results.get("nar_recall")
+    if o:
+        shown = [("BM25", "bm25"), ("NAR without ASU", "nar"), ("NAR with ASU", "nar_asu")]
+        lines += ["", f"Supporting-paragraph recall@10 on {o['questions']} questions: "
+                  + ", ".join(f"{label} {o[key + '_recall@10']:.3f}" for label, key in shown if key + "_recall@10" in o)]
+        timing = [f"NAR {o['nar_seconds']:.1f} s"] + ([f"NAR with ASU {o['nar_asu_seconds']:.1f} s, {o['nar_asu_llm_calls']:g} LLM calls"] if "nar_asu_seconds" in o else [])
+        lines.append("(per question: " + "; ".join(timing) + ")")
     for key, value in results.items():
-        if key not in {"ingest", "retrieval", "orchestration", "oracle_mrecall"}:
+        if key not in {"ingest", "retrieval", "orchestration", "oracle_mrecall", "nar_recall"}:
             lines.append(f"- {key}: {json.dumps(value)}")
     return "\n".join(lines)
