@@ -228,14 +228,23 @@ def eval_command(
     llm: Optional[str] = typer.Option(None, "--llm", help="local (default) | openai | fake"),
     out: Path = typer.Option(Path("runs/eval"), "--out", help="results.jsonl, summary.json, summary.md, quality_vs_time.png"),
     reader: Optional[str] = typer.Option(None, "--reader", help="local extractive QA model dir for Disambig-F1 and DR"),
+    settings: list[str] = typer.Option([], "--set", help="METHOD.FIELD=VALUE, a method's option; repeatable (e.g. sunar.asu=false)"),
 ) -> None:
     """Run methods side by side on a dataset; resumable (finished runs in OUT/results.jsonl are skipped)."""
     from agent.errors import AgentError
-    from agent.eval.harness import EvalConfig, evaluate
+    from agent.eval.harness import EvalConfig, evaluate, parse_setting
 
-    config = EvalConfig(
-        dataset=dataset, corpus=corpus, collection=collection, methods=_methods(methods), limit=limit, llm=llm, out=out, reader=reader
-    )
+    try:
+        method_options: dict[str, dict] = {}
+        for text in settings:
+            method, field, value = parse_setting(text)
+            method_options.setdefault(method, {})[field] = value
+        config = EvalConfig(
+            dataset=dataset, corpus=corpus, collection=collection, methods=_methods(methods), limit=limit, llm=llm,
+            out=out, reader=reader, method_options=method_options,
+        )  # fmt: skip
+    except AgentError as exc:
+        _fail(str(exc))
     try:
         evaluate(config, log=lambda line: err.print(line, highlight=False))
     except AgentError as exc:

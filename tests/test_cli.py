@@ -78,3 +78,10 @@ def test_ask_clarify_lets_a_person_pick_an_interpretation(home, collection):
     assert "The question can mean:" in proc.stdout and "  1. " in proc.stdout
     assert "answer_chosen" in proc.stderr  # resumed on the same thread after the choice
     assert (home / "checkpoints.sqlite").is_file()
+
+
+def test_eval_with_a_bad_setting_is_one_line_error(home, tmp_path):
+    dataset = tmp_path / "dev.jsonl"
+    dataset.write_text(json.dumps({"id": "q", "question": "Who?", "answers": ["x"]}) + "\n")
+    proc = cli("eval", "--dataset", str(dataset), "--methods", "rag", "--set", "rag.top_kk=3", "--llm", "fake", "--out", str(tmp_path / "o"), home=home)
+    assert_one_line_error(proc, "rag has no option top_kk")

@@ -110,3 +110,45 @@ def test_details_keep_numbers_and_labels_and_count_lists():
 
     result = RunResult(question="q", method="toc", answer="a", extra={"expansions": 4, "stop_reason": "max_nodes", "tree": [{}, {}, {}], "pool": {"x": 1}})
     assert details(result) == {"expansions": 4, "stop_reason": "max_nodes", "tree_count": 3}
+
+
+def test_per_method_options_reach_only_their_method_and_are_reported(dataset, collection, scripted, tmp_path):
+    name, _ = scripted(SCRIPT)
+    out = tmp_path / "run"
+    config = EvalConfig(dataset=dataset, methods=["closed_book", "rag"], out=out, collection=collection, llm=name, limit=1,
+                        method_options={"rag": {"top_k": 2}})  # fmt: skip
+    summary = evaluate(config, progress=False, log=lambda _: None)
+    rows = {r["method"]: r for r in map(json.loads, (out / "results.jsonl").read_text().splitlines())}
+    assert len(rows["rag"]["passage_ids"]) == 2 and summary["rag"]["options"] == {"top_k": 2}
+    assert "options" not in summary["closed_book"] and "| rag (top_k=2) | 1 |" in (out / "summary.md").read_text()
+
+
+@pytest.mark.parametrize(
+    ("methods", "method_options", "message"),
+    [(["rag"], {"rag": {"top_kk": 2}}, "rag has no option top_kk"),
+     (["rag"], {"rag": {"top_k": 0}}, "bad rag option: top_k"),
+     (["rag"], {"diva": {"top_k": 2}}, "options given for diva")],
+)  # fmt: skip
+def test_bad_method_options_fail_before_any_run(dataset, tmp_path, methods, method_options, message):
+    from agent.errors import ConfigError
+
+    with pytest.raises(ConfigError, match=message):
+        evaluate(EvalConfig(dataset=dataset, methods=methods, out=tmp_path / "o", method_options=method_options), progress=False)
+    assert not (tmp_path / "o").exists()
+
+
+@pytest.mark.parametrize("text", ["sunar.asu", "asu=false", ".asu=1", "sunar.=1"])
+def test_a_setting_must_name_method_field_and_value(text):
+    from agent.errors import ConfigError
+    from agent.eval.harness import parse_setting
+
+    with pytest.raises(ConfigError, match="METHOD.FIELD=VALUE"):
+        parse_setting(text)
+
+
+def test_setting_values_are_read_as_json_then_text():
+    from agent.eval.harness import parse_setting
+
+    assert parse_setting("sunar.asu=false") == ("sunar", "asu", False)
+    assert parse_setting("toc.max_nodes=5") == ("toc", "max_nodes", 5)
+    assert parse_setting("sunar.equivalence=token") == ("sunar", "equivalence", "token")

@@ -33,7 +33,39 @@ class EvalConfig(BaseModel):
     limit: int | None = None
     llm: str | None = None
     reader: str | None = Field(default=None, description="local extractive QA model dir for Disambig-F1 / DR")
-    options: dict[str, Any] = Field(default_factory=dict)
+    options: dict[str, Any] = Field(default_factory=dict, description="context fields for every method")
+    method_options: dict[str, dict[str, Any]] = Field(default_factory=dict, description="context fields per method")
+
+    def options_for(self, method: str) -> dict[str, Any]:
+        return {**self.options, **self.method_options.get(method, {})}
+
+
+def parse_setting(text: str) -> tuple[str, str, Any]:
+    """``METHOD.FIELD=VALUE`` (e.g. ``sunar.asu=false``) → (method, field, value); VALUE is read as JSON, else text."""
+    target, sep, raw = text.partition("=")
+    method, dot, field = target.strip().partition(".")
+    if not sep or not dot or not method or not field:
+        raise ConfigError(f"setting '{text}' is not METHOD.FIELD=VALUE (e.g. sunar.asu=false)")
+    try:
+        value = json.loads(raw)
+    except json.JSONDecodeError:
+        value = raw
+    return method, field.strip(), value
+
+
+def _check_options(method: str, options: dict[str, Any]) -> None:
+    from pydantic import ValidationError
+
+    from agent.runner import load_graph
+
+    schema = load_graph(method).context_schema
+    unknown = sorted(set(options) - set(schema.model_fields))
+    if unknown:
+        raise ConfigError(f"{method} has no option {', '.join(unknown)}; its options: {', '.join(schema.model_fields)}")
+    try:
+        schema(**options)
+    except ValidationError as exc:
+        raise ConfigError(f"bad {method} option: {exc.errors()[0]['loc'][0]} {exc.errors()[0]['msg']}") from exc
 
 
 def score(example: Example, result: RunResult, reader: m.Reader | None = None) -> dict[str, float]:
@@ -76,7 +108,7 @@ def run_one(example: Example, method: str, config: EvalConfig, reader: m.Reader 
             rounds[0] += 1
         top_level_last[0] = now
 
-    result = run(example.question, method=method, llm=config.llm, collection=config.collection, on_node=on_node, **config.options)
+    result = run(example.question, method=method, llm=config.llm, collection=config.collection, on_node=on_node, **config.options_for(method))
     total = result.usage.total
     return {
         "method": method,
@@ -127,7 +159,12 @@ def evaluate(config: EvalConfig, progress: bool = True, log: Callable[[str], Non
     from agent.runner import load_graph
 
     for method in config.methods:
-        load_graph(method)  # unknown methods fail before any work
+        load_graph(method)  # unknown methods and options fail before any work
+    for method in config.method_options:
+        if method not in config.methods:
+            raise ConfigError(f"options given for {method}, which is not among the methods ({', '.join(config.methods)})")
+    for method in config.methods:
+        _check_options(method, config.options_for(method))
     examples = load_examples(config.dataset, config.limit)
     if config.corpus is not None:
         from agent.ingest import ingest
@@ -168,6 +205,9 @@ def evaluate(config: EvalConfig, progress: bool = True, log: Callable[[str], Non
         if bar:
             bar.close()
         summary = summarize(results_path, config.methods)
+        for method, options in config.method_options.items():
+            if method in summary:
+                summary[method]["options"] = options
         write_reports(summary, config.out)
     return summary
 
@@ -211,6 +251,8 @@ def write_reports(summary: dict[str, Any], out: Path) -> None:
     lines = ["## Quality (mean per question)", "", "| method | n | " + " | ".join(metric_keys) + " |"]
     lines.append("|---" * (len(metric_keys) + 2) + "|")
     for method, s in summary.items():
+        if s.get("options"):
+            method = f"{method} ({', '.join(f'{k}={json.dumps(v)}' for k, v in s['options'].items())})"
         lines.append(f"| {method} | {s['questions']} | " + " | ".join(f"{s['metrics'][k]:.3f}" for k in metric_keys) + " |")
     lines += ["", "## Cost (mean per question)", "", "| method | " + " | ".join(cost_keys) + " |"]
     lines.append("|---" * (len(cost_keys) + 1) + "|")
