@@ -228,6 +228,7 @@ def eval_command(
     llm: Optional[str] = typer.Option(None, "--llm", help="local (default) | openai | fake"),
     out: Path = typer.Option(Path("runs/eval"), "--out", help="results.jsonl, summary.json, summary.md, quality_vs_time.png"),
     reader: Optional[str] = typer.Option(None, "--reader", help="local extractive QA model dir for Disambig-F1 and DR"),
+    judge: Optional[str] = typer.Option(None, "--judge", help="LLM judge for VerDICt's grounded metrics on ASQA-style data (opt-in; adds ~12 calls a run)"),
     settings: list[str] = typer.Option([], "--set", help="METHOD.FIELD=VALUE, a method's option; repeatable (e.g. sunar.asu=false)"),
 ) -> None:
     """Run methods side by side on a dataset; resumable (finished runs in OUT/results.jsonl are skipped)."""
@@ -241,7 +242,7 @@ def eval_command(
             method_options.setdefault(method, {})[field] = value
         config = EvalConfig(
             dataset=dataset, corpus=corpus, collection=collection, methods=_methods(methods), limit=limit, llm=llm,
-            out=out, reader=reader, method_options=method_options,
+            out=out, reader=reader, judge=judge, method_options=method_options,
         )  # fmt: skip
     except AgentError as exc:
         _fail(str(exc))

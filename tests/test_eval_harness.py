@@ -152,3 +152,24 @@ def test_setting_values_are_read_as_json_then_text():
     assert parse_setting("sunar.asu=false") == ("sunar", "asu", False)
     assert parse_setting("toc.max_nodes=5") == ("toc", "max_nodes", 5)
     assert parse_setting("sunar.equivalence=token") == ("sunar", "equivalence", "token")
+
+
+def test_grounded_metrics_are_opt_in_and_the_judge_is_not_the_methods_cost(dataset, collection, scripted, tmp_path):
+    from agent.fake_llm import DEMO_SCRIPT
+
+    judge_script = {k: DEMO_SCRIPT[k] for k in ("eval_match", "eval_dedup")} | {"eval_verify": "Decision: Yes"}
+    name, model = scripted(SCRIPT | judge_script)
+    out = tmp_path / "run"
+    config = EvalConfig(dataset=dataset, methods=["closed_book", "rag"], out=out, collection=collection, llm=name, judge=name, limit=1)
+    summary = evaluate(config, progress=False, log=lambda _: None)
+    rows = {r["method"]: r for r in map(json.loads, (out / "results.jsonl").read_text().splitlines())}
+    rag = rows["rag"]
+    assert rag["metrics"]["g_precision"] == 1.0 and 0 < rag["metrics"]["g_recall"] <= 1 and "g_f1" in rag["metrics"]
+    assert rag["metrics"]["interp_recall"] == 1.0  # the all-Yes matcher covers both gold readings
+    assert rag["cost"]["llm_calls"] == 2 and rag["judge_usage"]["llm_calls"] >= 4
+    assert "g_precision" not in rows["closed_book"]["metrics"]  # no interpretations: G-Precision is undefined
+    assert summary["rag"]["metrics"]["g_f1"] == rag["metrics"]["g_f1"] and "g_f1" not in summary["closed_book"]["metrics"]
+    table = (out / "summary.md").read_text()
+    header, closed_book_row = table.splitlines()[2], table.splitlines()[4]
+    assert "| coverage | g_precision | g_recall | g_f1 | interp_recall |" in header
+    assert closed_book_row.startswith("| closed_book") and "| – |" in closed_book_row  # undefined G-Precision

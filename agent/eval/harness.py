@@ -33,6 +33,7 @@ class EvalConfig(BaseModel):
     limit: int | None = None
     llm: str | None = None
     reader: str | None = Field(default=None, description="local extractive QA model dir for Disambig-F1 / DR")
+    judge: str | None = Field(default=None, description="LLM judge for VerDICt's grounded metrics (opt-in)")
     options: dict[str, Any] = Field(default_factory=dict, description="context fields for every method")
     method_options: dict[str, dict[str, Any]] = Field(default_factory=dict, description="context fields per method")
 
@@ -91,6 +92,24 @@ def score(example: Example, result: RunResult, reader: m.Reader | None = None) -
     }
 
 
+def grounded_metrics(example: Example, result: RunResult, judge: str, collection: str | None) -> tuple[dict[str, float], dict[str, int]]:
+    """VerDICt's G-Precision / G-Recall / G-F1 and ungrounded interpretation recall for one run, and the judge's usage.
+
+    Each gold interpretation is grounded in the corpus passages its own question retrieves (top 5); Q̄ is built per
+    method and question (the paper pools verified predictions across the systems compared; we do not).
+    """
+    from agent.eval.grounded import evaluate_grounded, gold_evidence
+    from agent.schemas import QAPair
+    from agent.store import open_store
+
+    gold = [QAPair(question=p.question, answer=" / ".join(p.short_answers)) for p in example.qa_pairs]
+    evidence = gold_evidence(open_store(collection), gold)
+    scores = evaluate_grounded(result.question, result.disambiguations, result.passages, gold, judge, evidence)
+    values = {"g_precision": scores.g_precision, "g_recall": scores.g_recall, "g_f1": scores.g_f1, "interp_recall": scores.recall}
+    usage = {"llm_calls": scores.usage.calls, "input_tokens": scores.usage.input_tokens, "output_tokens": scores.usage.output_tokens}
+    return {k: round(v, 4) for k, v in values.items() if v is not None}, usage
+
+
 def run_one(example: Example, method: str, config: EvalConfig, reader: m.Reader | None) -> dict[str, Any]:
     from agent.runner import run
 
@@ -110,14 +129,19 @@ def run_one(example: Example, method: str, config: EvalConfig, reader: m.Reader 
 
     result = run(example.question, method=method, llm=config.llm, collection=config.collection, on_node=on_node, **config.options_for(method))
     total = result.usage.total
-    return {
+    metrics = score(example, result, reader)
+    judge_usage = None
+    if config.judge and example.kind == "asqa":
+        grounded, judge_usage = grounded_metrics(example, result, config.judge, config.collection)
+        metrics |= grounded
+    row = {
         "method": method,
         "id": example.id,
         "question": example.question,
         "answer": result.answer,
         "disambiguations": [d.model_dump() for d in result.disambiguations],
         "passage_ids": [p.id for p in result.passages],
-        "metrics": score(example, result, reader),
+        "metrics": metrics,
         "details": details(result),
         "cost": {
             "llm_calls": total.calls,
@@ -128,6 +152,9 @@ def run_one(example: Example, method: str, config: EvalConfig, reader: m.Reader 
             "llm_rounds": rounds[0],
         },
     }
+    if judge_usage is not None:
+        row["judge_usage"] = judge_usage  # not the method's cost
+    return row
 
 
 def details(result: RunResult) -> dict[str, Any]:
@@ -175,6 +202,8 @@ def evaluate(config: EvalConfig, progress: bool = True, log: Callable[[str], Non
     reader = m.hf_reader(config.reader) if config.reader else None
     if reader is None and examples and examples[0].kind == "asqa":
         log("Disambig-F1 and DR skipped: no extractive QA reader configured (--reader MODEL_DIR)")
+    if examples and examples[0].kind == "asqa" and not config.judge:
+        log("grounded metrics (G-Precision/G-Recall/G-F1) off: name an LLM judge to turn them on (--judge LLM)")
     config.out.mkdir(parents=True, exist_ok=True)
     results_path = config.out / "results.jsonl"
     done = _done(results_path)
@@ -224,11 +253,22 @@ def summarize(results_path: Path, methods: list[str]) -> dict[str, Any]:
         summary[method] = {
             "questions": len(ok),
             "failed": failed,
-            "metrics": {k: mean([r["metrics"][k] for r in ok if k in r["metrics"]]) for k in ok[0]["metrics"]},
+            "metrics": {k: mean([r["metrics"][k] for r in ok if k in r["metrics"]]) for k in _keys(r["metrics"] for r in ok)},
             "cost_per_question": {k: mean([r["cost"][k] for r in ok if k in r["cost"]]) for k in ok[0]["cost"]},
             "details_per_question": _mean_details(ok),
         }
     return summary
+
+
+METRIC_ORDER = ["str_em", "rouge_l", "disambig_f1", "dr", "mrecall@5", "coverage", "g_precision", "g_recall", "g_f1",
+                "interp_recall", "em", "f1", "acc", "support_recall@10"]  # fmt: skip
+
+
+def _keys(dicts: Any) -> list[str]:
+    """Every metric of ``dicts`` in table order (a metric is missing where it is undefined, e.g. G-Precision without
+    predictions)."""
+    seen = dict.fromkeys(k for d in dicts for k in d)
+    return sorted(seen, key=lambda k: METRIC_ORDER.index(k) if k in METRIC_ORDER else len(METRIC_ORDER))
 
 
 def _mean_details(rows: list[dict[str, Any]]) -> dict[str, float]:
@@ -246,14 +286,14 @@ def write_reports(summary: dict[str, Any], out: Path) -> None:
     if not summary:
         (out / "summary.md").write_text("No finished runs yet.\n")
         return
-    metric_keys = list(next(iter(summary.values()))["metrics"])
+    metric_keys = _keys(s["metrics"] for s in summary.values())
     cost_keys = list(next(iter(summary.values()))["cost_per_question"])
     lines = ["## Quality (mean per question)", "", "| method | n | " + " | ".join(metric_keys) + " |"]
     lines.append("|---" * (len(metric_keys) + 2) + "|")
     for method, s in summary.items():
         if s.get("options"):
             method = f"{method} ({', '.join(f'{k}={json.dumps(v)}' for k, v in s['options'].items())})"
-        lines.append(f"| {method} | {s['questions']} | " + " | ".join(f"{s['metrics'][k]:.3f}" for k in metric_keys) + " |")
+        lines.append(f"| {method} | {s['questions']} | " + " | ".join(f"{s['metrics'][k]:.3f}" if k in s["metrics"] else "–" for k in metric_keys) + " |")
     lines += ["", "## Cost (mean per question)", "", "| method | " + " | ".join(cost_keys) + " |"]
     lines.append("|---" * (len(cost_keys) + 1) + "|")
     for method, s in summary.items():
