@@ -37,12 +37,18 @@ def _client(path: str | None, url: str | None) -> "ClientAPI":
     chroma_settings = ChromaSettings(anonymized_telemetry=False)
     if url:
         parsed = urlparse(url)
-        return chromadb.HttpClient(
-            host=parsed.hostname or "localhost",
-            port=parsed.port or (443 if parsed.scheme == "https" else 8000),
-            ssl=parsed.scheme == "https",
-            settings=chroma_settings,
-        )
+        try:
+            return chromadb.HttpClient(
+                host=parsed.hostname or "localhost",
+                port=parsed.port or (443 if parsed.scheme == "https" else 8000),
+                ssl=parsed.scheme == "https",
+                settings=chroma_settings,
+            )
+        except ValueError as exc:  # chromadb's "Could not connect to a Chroma server"
+            raise CollectionError(
+                f"cannot reach the Chroma server at {url} (AMBIGQA_CHROMA_URL): start it (e.g. `chroma run --path DIR "
+                f"--port {parsed.port or 8000}`) or unset AMBIGQA_CHROMA_URL to use the embedded store"
+            ) from exc
     return chromadb.PersistentClient(path=path, settings=chroma_settings)
 
 

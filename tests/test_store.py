@@ -84,3 +84,65 @@ def test_bm25_ranks_by_term_overlap(collection):
 
     ranked = bm25_index(open_store(collection)).search("stratovolcano Sicily", 2)
     assert ranked[0].id == "volcano"
+
+
+def _free_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture(scope="module")
+def chroma_url(tmp_path_factory):
+    """A real Chroma server (the `chroma` binary chromadb ships) on loopback."""
+    import shutil
+    import subprocess
+    import sys
+    import time
+    import urllib.request
+    from pathlib import Path
+
+    binary = Path(sys.executable).parent / "chroma"
+    binary = str(binary) if binary.exists() else shutil.which("chroma")
+    if binary is None:
+        pytest.fail("chromadb's `chroma` server binary is missing")
+    port = _free_port()
+    path = tmp_path_factory.mktemp("chroma-server")
+    server = subprocess.Popen([binary, "run", "--path", str(path), "--host", "127.0.0.1", "--port", str(port)],
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)  # fmt: skip
+    url = f"http://127.0.0.1:{port}"
+    deadline = time.monotonic() + 60
+    while True:
+        try:
+            urllib.request.urlopen(f"{url}/api/v2/heartbeat", timeout=1)
+            break
+        except OSError:
+            if server.poll() is not None or time.monotonic() > deadline:
+                server.kill()
+                pytest.fail("the Chroma server did not start")
+            time.sleep(0.2)
+    yield url
+    server.terminate()
+    server.wait(10)
+
+
+def test_a_chroma_server_ingests_and_searches_like_the_embedded_store(chroma_url, corpus_file, tmp_path):
+    from agent.settings import Settings
+
+    settings = Settings(home=tmp_path / "home", chroma_url=chroma_url)
+    assert ingest(corpus_file, "remote", settings=settings, progress=False).added == len(PASSAGES)
+    assert ingest(corpus_file, "remote", settings=settings, progress=False).skipped == len(PASSAGES)
+    store = open_store("remote", settings=settings)
+    assert store.count() == len(PASSAGES)
+    assert store.search("Where is the Odeon Leicester Square premiere?", 1)[0].id == "hp-premiere"
+    assert not settings.chroma_path.exists()  # nothing went to the embedded store
+
+
+def test_an_unreachable_chroma_server_is_a_clear_error(tmp_path):
+    from agent.settings import Settings
+
+    settings = Settings(home=tmp_path / "home", chroma_url=f"http://127.0.0.1:{_free_port()}")
+    with pytest.raises(CollectionError, match="cannot reach the Chroma server at http://127.0.0.1:.*AMBIGQA_CHROMA_URL"):
+        open_store("remote", settings=settings)
