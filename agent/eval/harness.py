@@ -142,7 +142,7 @@ def run_one(example: Example, method: str, config: EvalConfig, reader: m.Reader 
         "disambiguations": [d.model_dump() for d in result.disambiguations],
         "passage_ids": [p.id for p in result.passages],
         "metrics": metrics,
-        "details": details(result),
+        "details": {"interpretations": len(result.disambiguations), **details(result)},
         "cost": {
             "llm_calls": total.calls,
             "input_tokens": total.input_tokens,
