@@ -173,3 +173,15 @@ def test_grounded_metrics_are_opt_in_and_the_judge_is_not_the_methods_cost(datas
     header, closed_book_row = table.splitlines()[2], table.splitlines()[4]
     assert "| coverage | g_precision | g_recall | g_f1 | interp_recall |" in header
     assert closed_book_row.startswith("| closed_book") and "| – |" in closed_book_row  # undefined G-Precision
+
+
+def test_critical_path_counts_a_fan_out_of_one_node_as_one_round():
+    from agent.eval.harness import CriticalPath
+    from agent.schemas import NodeUsage, UsageReport
+
+    called = {"usage": UsageReport(total=NodeUsage(calls=1))}
+    path = CriticalPath()
+    for node, update in [("retrieve", {}), ("expand", called), ("expand/clarify", called), ("grow", {}),
+                         ("expand", called), ("expand", called), ("grow", {}), ("generate", called)]:  # fmt: skip
+        path(node, update, 0.0)
+    assert path.rounds == 3 and path.seconds > 0

@@ -110,24 +110,39 @@ def grounded_metrics(example: Example, result: RunResult, judge: str, collection
     return {k: round(v, 4) for k, v in values.items() if v is not None}, usage
 
 
-def run_one(example: Example, method: str, config: EvalConfig, reader: m.Reader | None) -> dict[str, Any]:
-    from agent.runner import run
+class CriticalPath:
+    """Sequential LLM time and rounds, from top-level node updates as they arrive (an ``agent.run`` callback).
 
-    top_level_last = [time.perf_counter()]
-    critical = [0.0]
-    rounds = [0]
+    An update that made LLM calls adds the time since the previous top-level update (calls within one node, or the
+    branches of one fan-out, overlap). Consecutive updates of the same node — the branches of one fan-out, e.g. ToC's
+    expansions of a BFS level — are one round.
+    """
 
-    def on_node(node: str, update: dict[str, Any], _seconds: float) -> None:
-        if "/" in node:  # a subgraph's node: its parent node's time covers it
+    def __init__(self) -> None:
+        self.seconds = 0.0
+        self.rounds = 0
+        self._last = time.perf_counter()
+        self._previous: tuple[str, bool] | None = None
+
+    def __call__(self, node: str, update: dict[str, Any], _seconds: float) -> None:
+        if "/" in node:  # a subgraph's node: its parent node's update covers it
             return
         now = time.perf_counter()
         usage = update.get("usage")
-        if usage is not None and getattr(usage, "total", None) is not None and usage.total.calls:
-            critical[0] += now - top_level_last[0]  # LLM rounds run one after another; fan-outs overlap
-            rounds[0] += 1
-        top_level_last[0] = now
+        called = bool(usage is not None and getattr(usage, "total", None) is not None and usage.total.calls)
+        if called:
+            self.seconds += now - self._last
+            if self._previous != (node, True):
+                self.rounds += 1
+        self._previous = (node, called)
+        self._last = now
 
-    result = run(example.question, method=method, llm=config.llm, collection=config.collection, on_node=on_node, **config.options_for(method))
+
+def run_one(example: Example, method: str, config: EvalConfig, reader: m.Reader | None) -> dict[str, Any]:
+    from agent.runner import run
+
+    critical = CriticalPath()
+    result = run(example.question, method=method, llm=config.llm, collection=config.collection, on_node=critical, **config.options_for(method))
     total = result.usage.total
     metrics = score(example, result, reader)
     judge_usage = None
@@ -148,8 +163,8 @@ def run_one(example: Example, method: str, config: EvalConfig, reader: m.Reader 
             "input_tokens": total.input_tokens,
             "output_tokens": total.output_tokens,
             "seconds": result.seconds,
-            "critical_path_s": round(critical[0], 3),
-            "llm_rounds": rounds[0],
+            "critical_path_s": round(critical.seconds, 3),
+            "llm_rounds": critical.rounds,
         },
     }
     if judge_usage is not None:
