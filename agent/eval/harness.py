@@ -95,8 +95,8 @@ def score(example: Example, result: RunResult, reader: m.Reader | None = None) -
 def grounded_metrics(example: Example, result: RunResult, judge: str, collection: str | None) -> tuple[dict[str, float], dict[str, int]]:
     """VerDICt's G-Precision / G-Recall / G-F1 and ungrounded interpretation recall for one run, and the judge's usage.
 
-    Each gold interpretation is grounded in the corpus passages its own question retrieves (top 5); Q̄ is built per
-    method and question (the paper pools verified predictions across the systems compared; we do not).
+    Each gold interpretation is grounded in the corpus passages its own question retrieves (top 5); Q̄ follows Eq. 22
+    for each method and question: the grounded gold interpretations plus that method's verified predictions.
     """
     from agent.eval.grounded import evaluate_grounded, gold_evidence
     from agent.schemas import QAPair
