@@ -13,9 +13,6 @@ class Passage(BaseModel):
     text: str
     score: float | None = Field(default=None, description="retrieval or reranking score; higher is better")
 
-    def render(self, index: int) -> str:
-        return f"[{index}] {self.title} | {self.text}"
-
 
 class QAPair(BaseModel):
     question: str = Field(description="a disambiguated question")

@@ -37,6 +37,9 @@ class Settings(BaseSettings):
     llm_max_retries: int = Field(default=2, description="transport retries per LLM request")
 
     max_question_chars: int = 2000
+    max_passage_words: int = Field(
+        default=300, ge=20, description="words of a passage shown to the LLM (a few ASQA passages run to 5,000)"
+    )
 
     @property
     def chroma_path(self) -> Path:

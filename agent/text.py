@@ -6,6 +6,7 @@ import re
 import string
 
 from agent.schemas import Passage
+from agent.settings import get_settings
 
 _ARTICLES = re.compile(r"\b(a|an|the)\b", re.IGNORECASE)
 
@@ -28,5 +29,16 @@ def supporting_ids(answer: str, passages: list[Passage]) -> list[str]:
     return [p.id for p in passages if contains_answer(f"{p.title} {p.text}", answer)]
 
 
-def render_passages(passages: list[Passage]) -> str:
-    return "\n".join(p.render(i) for i, p in enumerate(passages, 1))
+def passage_text(passage: Passage, words: int | None = None) -> str:
+    """``title | text`` for a prompt, the text cut to ``words`` (default: the ``max_passage_words`` setting) so that one
+    long article cannot overflow the model's context."""
+    limit = words or get_settings().max_passage_words
+    tokens = passage.text.split()
+    text = " ".join(tokens[:limit]) + " …" if len(tokens) > limit else passage.text
+    return f"{passage.title} | {text}"
+
+
+def render_passages(passages: list[Passage], words: int | None = None, numbers: list[int] | None = None) -> str:
+    """Numbered passages ``[n] title | text``; ``numbers`` defaults to 1, 2, ..."""
+    numbers = numbers or list(range(1, len(passages) + 1))
+    return "\n".join(f"[{n}] {passage_text(p, words)}" for n, p in zip(numbers, passages))

@@ -69,10 +69,6 @@ class SunarState(AnswerState, total=False):
     evidence: list[Passage]  # the top-l passages of every sub-question so far, for the Meta Evidence Reasoner
 
 
-def _short(passages: list[Passage], words: int) -> list[Passage]:
-    return [p.model_copy(update={"text": " ".join(p.text.split()[:words])}) for p in passages]
-
-
 def _self_ask_path(path: list[Hop]) -> str:
     return "\n".join(f"Follow up: {h.sub_question}\nIntermediate answer: {h.answer}" for h in path) or "(none)"
 
@@ -107,7 +103,7 @@ def after_decompose(state: SunarState) -> Literal["nar_retrieve", "meta_reason"]
 def _sample_answers(sub_question: str, batch: list[Passage], path: list[Hop], ctx: SunarContext) -> list[Reply[str]]:
     """Eq. 2: m answers to the sub-question from the batch alone."""
     options = ctx.short_options(ctx.asu_temperature)
-    passages = render_passages(_short(batch, ctx.passage_words))
+    passages = render_passages(batch, ctx.passage_words)
 
     def sample(_: int) -> Reply[str]:
         return ask(
@@ -157,7 +153,7 @@ def answer_sub(state: SunarState, runtime: Runtime[SunarContext]) -> dict:
     path = state.get("reasoning_path", [])
     reply = ask(
         "sunar_answer_sub", ctx.short_options(), parse=parse_short_answer, fallback=UNKNOWN,
-        passages=render_passages(_short(top, ctx.passage_words)), path=_facts(path), question=state["sub_question"],
+        passages=render_passages(top, ctx.passage_words), path=_facts(path), question=state["sub_question"],
     )  # fmt: skip
     frontier = {pid for b in state.get("nar_batches", []) if b["source"] == "frontier" for pid in b["ids"]}
     hop = Hop(
@@ -185,7 +181,7 @@ def meta_reason(state: SunarState, runtime: Runtime[SunarContext]) -> dict:
     fallback = state.get("draft_answer") or (path[-1].answer if path else UNKNOWN)
     reply = ask(
         "sunar_meta_reason", ctx.short_options(), parse=parse_short_answer, fallback=fallback,
-        passages=render_passages(_short(evidence, ctx.passage_words)), path=_self_ask_path(path),
+        passages=render_passages(evidence, ctx.passage_words), path=_self_ask_path(path),
         question=state["question"],
     )  # fmt: skip
     return {"answer": reply.value, "passages": evidence, "usage": usage_update(reply)}

@@ -30,7 +30,7 @@ from agent.llm_calls import ask, run_concurrently, usage_update
 from agent.parsing import parse_true_false
 from agent.schemas import Disambiguation, Passage, TrueFalse, UsageReport
 from agent.state import AnswerOutput, AnswerState, QuestionInput
-from agent.text import normalize_answer, supporting_ids
+from agent.text import normalize_answer, passage_text, supporting_ids
 from agent.usage import merge_usage
 
 
@@ -147,7 +147,7 @@ def prune(state: ExpandState, runtime: Runtime[TocContext]) -> dict:
             schema=TrueFalse,
             fallback=True,  # pruning removes only what the verifier rejects
             max_tokens=24,
-            passage=f"{passage.title} | {passage.text}",
+            passage=passage_text(passage),
             question=state["root_question"],
             answer=child.answer,
         )

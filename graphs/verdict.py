@@ -21,6 +21,7 @@ from agent.parsing import parse_execution, parse_long_answer, parse_query
 from agent.rac import render_pairs
 from agent.schemas import Disambiguation, Execution, Passage
 from agent.state import AnswerOutput, AnswerState, QuestionInput
+from agent.text import passage_text, render_passages
 
 
 class VerdictContext(RunContext):
@@ -70,7 +71,7 @@ def execute(state: VerdictState, runtime: Runtime[VerdictContext]) -> dict:
             parse=parse_execution,
             schema=Execution,
             fallback=None,
-            passage=f"{passage.title} | {passage.text}",
+            passage=passage_text(passage),
             question=state["question"],
         )
 
@@ -112,7 +113,7 @@ def answer(state: VerdictState, runtime: Runtime[VerdictContext]) -> dict:
         ctx.llm_options(),
         parse=parse_long_answer,
         fallback=" ".join(f"{d.question} {d.answer}." for d in shown) or "No answer could be generated.",
-        passages="\n".join(passages[n - 1].render(n) for n in cited),
+        passages=render_passages([passages[n - 1] for n in cited], numbers=cited),
         question=state["question"],
         disambiguations=render_pairs(shown),
     )

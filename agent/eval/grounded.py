@@ -24,7 +24,7 @@ from agent.llm_calls import LLMOptions, Reply, ask, run_concurrently
 from agent.parsing import parse_decisions, parse_numbered_list, parse_yes_no
 from agent.schemas import Decisions, Disambiguation, NodeUsage, Passage, QAPair, YesNo
 from agent.store import Store
-from agent.text import render_passages
+from agent.text import passage_text, render_passages
 
 _judge_ids = itertools.count(1)
 
@@ -74,7 +74,7 @@ def verify(question: str, answer: str, passages: Sequence[Passage], options: LLM
         fallback=False,
         question=question,
         answer=answer,
-        passage=render_passages(list(passages)) if len(passages) > 1 else f"{passages[0].title} | {passages[0].text}",
+        passage=render_passages(list(passages)) if len(passages) > 1 else passage_text(passages[0]),
     )
 
 
