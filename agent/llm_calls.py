@@ -101,7 +101,26 @@ def _invoke(model: Any, messages: list, prompt: str) -> AIMessage:
     except Exception as exc:
         if _is_transport_error(exc):
             raise LLMUnavailableError(f"LLM endpoint unreachable or too slow ({type(exc).__name__}: {exc})") from exc
+        rejected = _rejection(exc, prompt)
+        if rejected is not None:
+            raise rejected from exc
         raise
+
+
+def _rejection(exc: Exception, prompt: str) -> LLMError | None:
+    """A 4xx answer as one of our errors: the endpoint refusing us is fatal, one request refused is not."""
+    try:
+        import openai
+    except ImportError:
+        return None
+    if not isinstance(exc, openai.APIStatusError) or not 400 <= exc.status_code < 500:
+        return None
+    body = exc.body if isinstance(exc.body, dict) else {}
+    message = str(body.get("message") or exc.message)
+    if exc.status_code in (401, 403, 404):
+        return LLMUnavailableError(f"the LLM endpoint refused the request ({exc.status_code}): {message}")
+    hint = "; lower AMBIGQA_MAX_PASSAGE_WORDS or top_k, or raise AMBIGQA_LOCAL_CTX" if "context" in message.lower() else ""
+    return LLMError(f"prompt '{prompt}' was rejected by the LLM ({exc.status_code}): {message}{hint}")
 
 
 def _is_transport_error(exc: Exception) -> bool:

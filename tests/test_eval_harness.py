@@ -185,3 +185,24 @@ def test_critical_path_counts_a_fan_out_of_one_node_as_one_round():
                          ("expand", called), ("expand", called), ("grow", {}), ("generate", called)]:  # fmt: skip
         path(node, update, 0.0)
     assert path.rounds == 3 and path.seconds > 0
+
+
+def test_a_failed_run_is_recorded_then_retried_and_no_longer_counted(dataset, collection, scripted, tmp_path):
+    from agent.errors import LLMError
+
+    calls = {"n": 0}
+
+    def overflowing_once(call):
+        calls["n"] += 1
+        if calls["n"] == 1:
+            raise LLMError("prompt 'rag_generate' was rejected by the LLM (400): maximum context length")
+        return SCRIPT["rag_generate"]
+
+    name, _ = scripted({**SCRIPT, "rag_generate": overflowing_once})
+    config = EvalConfig(dataset=dataset, methods=["rag"], out=tmp_path / "run", collection=collection, llm=name)
+    first = evaluate(config, progress=False, log=lambda _: None)
+    assert first["rag"]["questions"] == 2 and first["rag"]["failed"] == 1  # the other questions went on
+    rows = [json.loads(line) for line in (tmp_path / "run" / "results.jsonl").read_text().splitlines()]
+    assert "maximum context length" in rows[0]["error"]
+    again = evaluate(config, progress=False, log=lambda _: None)
+    assert again["rag"]["questions"] == 3 and again["rag"]["failed"] == 0

@@ -261,7 +261,7 @@ def summarize(results_path: Path, methods: list[str]) -> dict[str, Any]:
     summary: dict[str, Any] = {}
     for method in methods:
         ok = [r for r in rows if r["method"] == method and "error" not in r]
-        failed = sum(1 for r in rows if r["method"] == method and "error" in r)
+        failed = len({r["id"] for r in rows if r["method"] == method and "error" in r} - {r["id"] for r in ok})  # retried ones are not
         if not ok:
             continue
         mean = lambda values: round(statistics.fmean(values), 4)  # noqa: E731
