@@ -157,7 +157,7 @@ def run_one(example: Example, method: str, config: EvalConfig, reader: m.Reader 
         "disambiguations": [d.model_dump() for d in result.disambiguations],
         "passage_ids": [p.id for p in result.passages],
         "metrics": metrics,
-        "details": {"interpretations": len(result.disambiguations), **details(result)},
+        "details": details(result),
         "cost": {
             "llm_calls": total.calls,
             "input_tokens": total.input_tokens,
@@ -270,7 +270,7 @@ def summarize(results_path: Path, methods: list[str]) -> dict[str, Any]:
             "failed": failed,
             "metrics": {k: mean([r["metrics"][k] for r in ok if k in r["metrics"]]) for k in _keys(r["metrics"] for r in ok)},
             "cost_per_question": {k: mean([r["cost"][k] for r in ok if k in r["cost"]]) for k in ok[0]["cost"]},
-            "details_per_question": _mean_details(ok),
+            "details_per_question": {"interpretations": mean([len(r["disambiguations"]) for r in ok]), **_mean_details(ok)},
         }
     return summary
 
@@ -288,7 +288,7 @@ def _keys(dicts: Any) -> list[str]:
 
 def _mean_details(rows: list[dict[str, Any]]) -> dict[str, float]:
     keys = {k for r in rows for k, v in r.get("details", {}).items() if isinstance(v, int | float) and not isinstance(v, bool)}
-    return {k: round(statistics.fmean(r["details"].get(k, 0) for r in rows), 4) for k in sorted(keys)}
+    return {k: round(statistics.fmean(r["details"][k] for r in rows if k in r.get("details", {})), 4) for k in sorted(keys)}
 
 
 def _quality_key(summary: dict[str, Any]) -> str:
