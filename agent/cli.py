@@ -267,9 +267,11 @@ def bench(
     out: Optional[Path] = typer.Option(None, "--out", help="also write the figures as JSON here"),
     nar_questions: int = typer.Option(20, "--nar-questions", min=1, help="HotpotQA-style data: questions for SUNAR's retrieval recall"),
     asu_llm: Optional[str] = typer.Option(None, "--asu-llm", help="also measure NAR with ASU using this LLM (the one figure that needs an LLM)"),
+    nar_offset: int = typer.Option(0, "--nar-offset", min=0, help="skip this many questions first (to split a long ASU run)"),
 ) -> None:
     """LLM-free performance: ingest passages/s, retrieval p50/p95, orchestration overhead per method; on HotpotQA-style
-    data also SUNAR's recall@10 for BM25 vs NAR (and NAR with ASU given --asu-llm)."""
+    data also SUNAR's recall@10 for BM25 vs NAR (and NAR with ASU given --asu-llm). With --out, the recall figures
+    of each question go to OUT's .nar.jsonl as they come, and a re-run resumes from there."""
     from agent.errors import AgentError
     from agent.eval.bench import format_bench, run_bench
 
@@ -277,6 +279,7 @@ def bench(
         results = run_bench(
             corpus, dataset, collection, _methods(methods), questions,
             log=lambda line: err.print(line, highlight=False), nar_questions=nar_questions, asu_llm=asu_llm,
+            nar_offset=nar_offset, nar_record=out.with_suffix(".nar.jsonl") if out else None,
         )  # fmt: skip
     except AgentError as exc:
         _fail(str(exc))

@@ -341,3 +341,22 @@ def test_bench_recall_compares_bm25_nar_and_nar_with_asu(planted, scripted):
     assert report["nar_recall@10"] == report["nar_asu_recall@10"] == 1.0  # the frontier brings it in
     assert report["nar_asu_llm_calls"] == len(model.calls) >= 5 and set(model.prompts()) == {"sunar_answer_sub"}
     assert "nar_asu_recall@10" not in nar_recall(planted, [example], progress=False)
+
+
+def test_bench_recall_records_each_question_and_resumes(planted, scripted, tmp_path):
+    from agent.eval.bench import nar_recall
+    from agent.eval.datasets import Example
+
+    examples = [Example(id="z", question=QUESTION, supporting_ids=["zorbania", "velmora"]),
+                Example(id="y", question="Which river flows through Ostra?", supporting_ids=["ostra"])]  # fmt: skip
+    record = tmp_path / "bench.nar.jsonl"
+    name, model = scripted({"sunar_answer_sub": "Answer: Velmora"})
+    first = nar_recall(planted, examples[:1], llm=name, progress=False, record=record)
+    calls = len(model.calls)
+    both = nar_recall(planted, examples, llm=name, progress=False, record=record)
+    assert len(model.calls) == 2 * calls  # only the new question ran
+    assert [json.loads(line)["id"] for line in record.read_text().splitlines()] == ["z", "y"]
+    again = nar_recall(planted, examples, llm=name, progress=False, record=record)
+    assert again == both and len(model.calls) == 2 * calls and first["questions"] == 1 and both["questions"] == 2
+    nar_recall(planted, examples, progress=False, record=record)  # rows without ASU are a different measurement
+    assert len(record.read_text().splitlines()) == 4

@@ -123,9 +123,27 @@ def oracle_mrecall(collection: str, examples: list[Any], k: int = 5) -> dict[str
     }
 
 
-def nar_recall(collection: str, examples: list[Any], llm: str | None = None, k: int = 10, progress: bool = True) -> dict[str, Any]:
+def _recorded_nar_rows(record: Path | None, key: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    """Per-question rows already in ``record`` for the same collection, k and ASU LLM, by question id."""
+    if not record or not record.exists():
+        return {}
+    rows = (json.loads(line) for line in record.read_text().splitlines() if line.strip())
+    return {row["id"]: row for row in rows if all(row.get(name) == value for name, value in key.items())}
+
+
+def nar_recall(
+    collection: str,
+    examples: list[Any],
+    llm: str | None = None,
+    k: int = 10,
+    progress: bool = True,
+    record: Path | None = None,
+) -> dict[str, Any]:
     """SUNAR's retrieval ablation: supporting-paragraph recall@k for the question itself with BM25 alone, NAR without
-    ASU and, given an LLM, NAR with ASU — the same ``nar_retrieve`` node the graph runs."""
+    ASU and, given an LLM, NAR with ASU — the same ``nar_retrieve`` node the graph runs.
+
+    With ``record`` each question's figures are appended to that JSONL as soon as they exist, and questions already
+    recorded (same collection, k and LLM) are not run again: a long ASU run can be stopped and resumed."""
     from langgraph.runtime import Runtime
 
     from agent.bm25 import bm25_index
@@ -137,33 +155,41 @@ def nar_recall(collection: str, examples: list[Any], llm: str | None = None, k: 
     index = bm25_index(open_store(collection))
     variants = {"nar": False} | ({"nar_asu": True} if llm else {})
     contexts = {name: SunarContext(collection=collection, llm=llm or "", asu=asu) for name, asu in variants.items()}
-    recall: dict[str, list[float]] = {"bm25": [], **{name: [] for name in variants}}
-    seconds: dict[str, list[float]] = {name: [] for name in variants}
-    llm_calls: list[int] = []
+    key = {"collection": collection, "k": k, "llm": llm or ""}
+    done = _recorded_nar_rows(record, key)
+    figures: list[dict[str, Any]] = []
     bar = None
     if progress and rows:
         from tqdm import tqdm
 
-        bar = tqdm(total=len(rows), unit="question", desc="NAR recall")
+        bar = tqdm(total=len(rows), unit="question", desc="NAR recall", initial=sum(e.id in done for e in rows))
     for example in rows:
+        if example.id in done:
+            figures.append(done[example.id])
+            continue
         first_stage = [p.id for p in index.search(example.question, k) if (p.score or 0) > 0]
-        recall["bm25"].append(support_recall(first_stage, example.supporting_ids))
+        row: dict[str, Any] = {"id": example.id, **key, "bm25": support_recall(first_stage, example.supporting_ids)}
         for name, context in contexts.items():
             start = time.perf_counter()
             update = nar_retrieve({"question": example.question, "sub_question": example.question}, Runtime(context=context))
-            seconds[name].append(time.perf_counter() - start)
-            recall[name].append(support_recall([p.id for p in update["retrieved"][:k]], example.supporting_ids))
+            row[f"{name}_seconds"] = round(time.perf_counter() - start, 3)
+            row[name] = support_recall([p.id for p in update["retrieved"][:k]], example.supporting_ids)
             if name == "nar_asu":
-                llm_calls.append(update["usage"].total.calls if "usage" in update else 0)
+                row["nar_asu_llm_calls"] = update["usage"].total.calls if "usage" in update else 0
+        figures.append(row)
+        if record:
+            record.parent.mkdir(parents=True, exist_ok=True)
+            with record.open("a") as f:
+                f.write(json.dumps(row) + "\n")
         if bar:
             bar.update(1)
     if bar:
         bar.close()
-    mean = lambda xs: round(statistics.fmean(xs), 4) if xs else 0.0  # noqa: E731
-    report: dict[str, Any] = {"questions": len(rows), **{f"{name}_recall@{k}": mean(xs) for name, xs in recall.items()}}
-    report |= {f"{name}_seconds": mean(xs) for name, xs in seconds.items()}
-    if llm_calls:
-        report["nar_asu_llm_calls"] = mean(llm_calls)
+    mean = lambda name: round(statistics.fmean(row[name] for row in figures), 4) if figures else 0.0  # noqa: E731
+    report: dict[str, Any] = {"questions": len(figures), **{f"{name}_recall@{k}": mean(name) for name in ["bm25", *variants]}}
+    report |= {f"{name}_seconds": mean(f"{name}_seconds") for name in variants}
+    if llm and figures:
+        report["nar_asu_llm_calls"] = mean("nar_asu_llm_calls")
     return report
 
 
@@ -176,6 +202,8 @@ def run_bench(
     log: Callable[[str], None] = print,
     nar_questions: int = 20,
     asu_llm: str | None = None,
+    nar_offset: int = 0,
+    nar_record: Path | None = None,
 ) -> dict[str, Any]:
     from agent.ingest import ingest
 
@@ -194,7 +222,8 @@ def run_bench(
         results["oracle_mrecall"] = oracle_mrecall(collection, examples)
     if any(e.supporting_ids for e in examples):
         log("SUNAR retrieval recall@10: BM25, NAR" + (f", NAR with ASU ({asu_llm})" if asu_llm else " (NAR with ASU needs --asu-llm)") + " …")
-        results["nar_recall"] = nar_recall(collection, examples[:nar_questions], llm=asu_llm)
+        chosen = examples[nar_offset : nar_offset + nar_questions]
+        results["nar_recall"] = nar_recall(collection, chosen, llm=asu_llm, record=nar_record) | {"offset": nar_offset}
     return results
 
 
@@ -221,7 +250,8 @@ def format_bench(results: dict[str, Any]) -> str:
     o = results.get("nar_recall")
     if o:
         shown = [("BM25", "bm25"), ("NAR without ASU", "nar"), ("NAR with ASU", "nar_asu")]
-        lines += ["", f"Supporting-paragraph recall@10 on {o['questions']} questions: "
+        lines += ["", f"Supporting-paragraph recall@10 on {o['questions']} questions"
+                  + (f" (from question {o['offset'] + 1})" if o.get("offset") else "") + ": "
                   + ", ".join(f"{label} {o[key + '_recall@10']:.3f}" for label, key in shown if key + "_recall@10" in o)]
         timing = [f"NAR {o['nar_seconds']:.1f} s"] + ([f"NAR with ASU {o['nar_asu_seconds']:.1f} s, {o['nar_asu_llm_calls']:g} LLM calls"] if "nar_asu_seconds" in o else [])
         lines.append("(per question: " + "; ".join(timing) + ")")
