@@ -169,13 +169,17 @@ def nar_recall(
             continue
         first_stage = [p.id for p in index.search(example.question, k) if (p.score or 0) > 0]
         row: dict[str, Any] = {"id": example.id, **key, "bm25": support_recall(first_stage, example.supporting_ids)}
+        top: dict[str, list[str]] = {}
         for name, context in contexts.items():
             start = time.perf_counter()
             update = nar_retrieve({"question": example.question, "sub_question": example.question}, Runtime(context=context))
             row[f"{name}_seconds"] = round(time.perf_counter() - start, 3)
-            row[name] = support_recall([p.id for p in update["retrieved"][:k]], example.supporting_ids)
+            top[name] = [p.id for p in update["retrieved"][:k]]
+            row[name] = support_recall(top[name], example.supporting_ids)
             if name == "nar_asu":
                 row["nar_asu_llm_calls"] = update["usage"].total.calls if "usage" in update else 0
+                row["nar_asu_semantic_sets"] = [b["semantic_sets"] for b in update["nar_batches"]]
+                row["nar_asu_top_changed"] = len(set(top["nar_asu"]) - set(top["nar"]))  # passages ASU moved into the top k
         figures.append(row)
         if record:
             record.parent.mkdir(parents=True, exist_ok=True)
