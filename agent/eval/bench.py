@@ -157,6 +157,8 @@ def nar_recall(
     contexts = {name: SunarContext(collection=collection, llm=llm or "", asu=asu) for name, asu in variants.items()}
     key = {"collection": collection, "k": k, "llm": llm or ""}
     done = _recorded_nar_rows(record, key)
+    if record:
+        record.parent.mkdir(parents=True, exist_ok=True)
     figures: list[dict[str, Any]] = []
     bar = None
     if progress and rows:
@@ -182,7 +184,6 @@ def nar_recall(
                 row["nar_asu_top_changed"] = len(set(top["nar_asu"]) - set(top["nar"]))  # passages ASU moved into the top k
         figures.append(row)
         if record:
-            record.parent.mkdir(parents=True, exist_ok=True)
             with record.open("a") as f:
                 f.write(json.dumps(row) + "\n")
         if bar:
