@@ -1,3 +1,3 @@
-from agent.cli import main
+from agent.surfaces.cli import main
 
 main()

@@ -7,8 +7,8 @@ from typing import TypeVar
 from langgraph.runtime import Runtime
 from pydantic import BaseModel, Field
 
-from agent.llm_calls import LLMOptions
-from agent.store import Store, open_store
+from agent.llm.calls import LLMOptions
+from agent.retrieval.store import Store, open_store
 
 C = TypeVar("C", bound="RunContext")
 

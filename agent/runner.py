@@ -12,10 +12,10 @@ from typing import Any
 from langchain_core.language_models import BaseChatModel
 
 from agent.errors import InvalidQuestionError, UnknownMethodError
-from agent.llm import prewarm, register_model
+from agent.llm.factory import prewarm, register_model
 from agent.schemas import RunResult, UsageReport
 from agent.settings import get_settings
-from agent.usage import merge_usage
+from agent.llm.usage import merge_usage
 from graphs import METHODS
 
 CONTRACT = {"question", "answer", "disambiguations", "passages", "usage"}

@@ -20,7 +20,7 @@ class Settings(BaseSettings):
     chroma_url: str | None = Field(default=None, description="Chroma server URL; unset = embedded store under home.")
     collection: str = "demo"
 
-    llm: str = Field(default="local", description="local | openai | fake | a name registered in agent.llm")
+    llm: str = Field(default="local", description="local | openai | fake | a name registered in agent.llm.factory")
     local_model: Literal["qwen2.5-coder-1.5b", "qwen2.5-coder-0.5b"] = "qwen2.5-coder-1.5b"
     local_threads: int = Field(default=0, description="llama.cpp threads; 0 = all cores")
     local_ctx: int = 4096

@@ -7,7 +7,7 @@ from typing import Annotated
 from typing_extensions import TypedDict
 
 from agent.schemas import Disambiguation, Passage, UsageReport
-from agent.usage import merge_usage
+from agent.llm.usage import merge_usage
 
 
 class QuestionInput(TypedDict):

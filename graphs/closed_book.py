@@ -6,8 +6,8 @@ from langgraph.graph import END, START, StateGraph
 from langgraph.runtime import Runtime
 
 from agent.context import RunContext, context_of
-from agent.llm_calls import usage_update
-from agent.rac import closed_book
+from agent.llm.calls import usage_update
+from agent.steps.rac import closed_book
 from agent.state import AnswerOutput, AnswerState, QuestionInput
 
 

@@ -14,13 +14,13 @@ from langgraph.graph import END, START, StateGraph
 from langgraph.runtime import Runtime
 from pydantic import BaseModel, Field
 
-from agent import rac
-from agent.ambiguity import classify_ambiguity, demos_for, infer_interpretations
+from agent.steps import rac
+from agent.steps.ambiguity import classify_ambiguity, demos_for, infer_interpretations
 from agent.context import RunContext, context_of
-from agent.embeddings import embed
-from agent.fewshot import Selection
-from agent.llm_calls import Reply, ask, run_concurrently, usage_update
-from agent.parsing import parse_yes_no
+from agent.retrieval.embeddings import embed
+from agent.steps.fewshot import Selection
+from agent.llm.calls import Reply, ask, run_concurrently, usage_update
+from agent.llm.parsing import parse_yes_no
 from agent.schemas import AmbiguityType, Passage, YesNo
 from agent.state import AnswerOutput, QuestionInput
 from agent.text import render_passages

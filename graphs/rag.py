@@ -7,8 +7,8 @@ from langgraph.runtime import Runtime
 from pydantic import Field
 
 from agent.context import RunContext, context_of
-from agent.llm_calls import usage_update
-from agent.rac import extract, generate
+from agent.llm.calls import usage_update
+from agent.steps.rac import extract, generate
 from agent.state import AnswerOutput, AnswerState, QuestionInput
 
 

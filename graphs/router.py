@@ -16,13 +16,13 @@ from langgraph.runtime import Runtime
 from langgraph.types import interrupt
 from pydantic import Field
 
-from agent.ambiguity import classify_ambiguity, demos_for, infer_interpretations
+from agent.steps.ambiguity import classify_ambiguity, demos_for, infer_interpretations
 from agent.context import RunContext, context_of
-from agent.fewshot import Selection
-from agent.llm_calls import run_concurrently, usage_update
+from agent.steps.fewshot import Selection
+from agent.llm.calls import run_concurrently, usage_update
 from agent.schemas import AmbiguityType, Disambiguation, Passage, UsageReport
 from agent.state import AnswerOutput, QuestionInput
-from agent.usage import merge_usage
+from agent.llm.usage import merge_usage
 
 Method = Literal["diva", "rag", "closed_book"]
 

@@ -13,14 +13,14 @@ from langgraph.graph import END, START, StateGraph
 from langgraph.runtime import Runtime
 from pydantic import BaseModel, Field
 
-from agent.bm25 import bm25_index
+from agent.retrieval.bm25 import bm25_index
 from agent.context import RunContext, context_of
-from agent.equivalence import get_equivalence, semantic_sets
-from agent.llm_calls import LLMOptions, Reply, ask, run_concurrently, usage_update
-from agent.nar import neighbourhood_rerank
-from agent.neighbours import load_neighbours
-from agent.parsing import parse_self_ask, parse_short_answer
-from agent.rerank import DEFAULT_RERANKER, get_scorer, rerank
+from agent.steps.equivalence import get_equivalence, semantic_sets
+from agent.llm.calls import LLMOptions, Reply, ask, run_concurrently, usage_update
+from agent.retrieval.nar import neighbourhood_rerank
+from agent.retrieval.neighbours import load_neighbours
+from agent.llm.parsing import parse_self_ask, parse_short_answer
+from agent.retrieval.rerank import DEFAULT_RERANKER, get_scorer, rerank
 from agent.schemas import Disambiguation, Passage
 from agent.state import AnswerOutput, AnswerState, QuestionInput
 from agent.text import normalize_answer, render_passages, supporting_ids
@@ -34,7 +34,7 @@ class SunarContext(RunContext):
     neighbours_k: int = Field(default=10, ge=1, le=100, description="neighbours per passage in the graph G")
     batch_size: int = Field(default=16, ge=1, le=128, description="NAR batch size b")
     budget: int = Field(default=100, ge=1, le=1000, description="NAR re-ranking budget c")
-    reranker: str = Field(default=DEFAULT_RERANKER, description="cross-encoder (agent.rerank.register_scorer adds more)")
+    reranker: str = Field(default=DEFAULT_RERANKER, description="cross-encoder (agent.retrieval.rerank.register_scorer adds more)")
     asu: bool = Field(default=True, description="re-score each NAR batch by Answer Semantic Uncertainty (Eq. 5)")
     samples: int = Field(default=5, ge=1, le=20, description="answers m sampled per batch for ASU (Eq. 2)")
     asu_temperature: float = Field(default=0.3, ge=0, le=2, description="sampling temperature of the ASU answers")

@@ -23,15 +23,15 @@ from langgraph.types import Send
 from pydantic import BaseModel, Field
 from typing_extensions import TypedDict
 
-from agent import rac
+from agent.steps import rac
 from agent.context import RunContext, context_of
-from agent.embeddings import embed
-from agent.llm_calls import ask, run_concurrently, usage_update
-from agent.parsing import parse_true_false
+from agent.retrieval.embeddings import embed
+from agent.llm.calls import ask, run_concurrently, usage_update
+from agent.llm.parsing import parse_true_false
 from agent.schemas import Disambiguation, Passage, TrueFalse, UsageReport
 from agent.state import AnswerOutput, AnswerState, QuestionInput
 from agent.text import normalize_answer, passage_text, supporting_ids
-from agent.usage import merge_usage
+from agent.llm.usage import merge_usage
 
 
 class TocContext(RunContext):

@@ -13,12 +13,12 @@ from langgraph.graph import END, START, StateGraph
 from langgraph.runtime import Runtime
 from pydantic import Field
 
-from agent.clustering import hdbscan_labels, representatives
+from agent.steps.consolidation import hdbscan_labels, representatives
 from agent.context import RunContext, context_of
-from agent.embeddings import embed
-from agent.llm_calls import Reply, ask, run_concurrently, usage_update
-from agent.parsing import parse_execution, parse_long_answer, parse_query
-from agent.rac import render_pairs
+from agent.retrieval.embeddings import embed
+from agent.llm.calls import Reply, ask, run_concurrently, usage_update
+from agent.llm.parsing import parse_execution, parse_long_answer, parse_query
+from agent.steps.rac import render_pairs
 from agent.schemas import Disambiguation, Execution, Passage
 from agent.state import AnswerOutput, AnswerState, QuestionInput
 from agent.text import passage_text, render_passages

@@ -53,7 +53,7 @@ def corpus_file(tmp_path_factory) -> Path:
 @pytest.fixture(scope="session")
 def collection(home, corpus_file) -> str:
     """A real Chroma collection of PASSAGES, embedded with the real encoder."""
-    from agent.ingest import ingest
+    from agent.retrieval.ingest import ingest
 
     ingest(corpus_file, "tiny", progress=False)
     return "tiny"
@@ -62,8 +62,8 @@ def collection(home, corpus_file) -> str:
 @pytest.fixture
 def scripted():
     """Register a ScriptedChatModel; returns a factory ``scripted(script, **kw) -> (name, model)``."""
-    from agent.fake_llm import ScriptedChatModel
-    from agent.llm import register_model, unregister_model
+    from agent.llm.scripted import ScriptedChatModel
+    from agent.llm.factory import register_model, unregister_model
 
     names = []
 

@@ -6,9 +6,9 @@ import numpy as np
 import pytest
 
 import agent
-from agent.ambiguity import DEMO_FILE, AmbiguityDemo, demos_for
-from agent.fewshot import load_demos
-from agent.ingest import ingest
+from agent.steps.ambiguity import DEMO_FILE, AmbiguityDemo, demos_for
+from agent.steps.fewshot import load_demos
+from agent.retrieval.ingest import ingest
 from graphs.diva import DivaContext, Verdict, adapt, grade_of
 from tests.conftest import SHARED_DATA
 

@@ -156,7 +156,7 @@ def test_setting_values_are_read_as_json_then_text():
 
 
 def test_grounded_metrics_are_opt_in_and_the_judge_is_not_the_methods_cost(dataset, collection, scripted, tmp_path):
-    from agent.fake_llm import DEMO_SCRIPT
+    from agent.llm.scripted import DEMO_SCRIPT
 
     judge_script = {k: DEMO_SCRIPT[k] for k in ("eval_match", "eval_dedup")} | {"eval_verify": "Decision: Yes"}
     name, model = scripted(SCRIPT | judge_script)

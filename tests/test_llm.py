@@ -7,11 +7,11 @@ import textwrap
 import pytest
 
 from agent.errors import ConfigError, LLMError, LLMUnavailableError, ModelFileError
-from agent.fake_llm import ScriptedChatModel
-from agent.llm import get_chat_model, json_response_format
-from agent.llm_calls import LLMOptions, OutputError, ask, run_concurrently
-from agent.model_files import GGUFModel, MODELS, ensure_gguf
-from agent.parsing import parse_disambiguations, parse_yes_no
+from agent.llm.scripted import ScriptedChatModel
+from agent.llm.factory import get_chat_model, json_response_format
+from agent.llm.calls import LLMOptions, OutputError, ask, run_concurrently
+from agent.llm.gguf import GGUFModel, MODELS, ensure_gguf
+from agent.llm.parsing import parse_disambiguations, parse_yes_no
 from agent.schemas import ExtractedPairs
 
 
@@ -77,7 +77,7 @@ def test_generation_settings_reach_the_model(scripted):
 def test_unreachable_endpoint_is_a_clear_error(monkeypatch):
     from langchain_openai import ChatOpenAI
 
-    from agent.llm import register_model, unregister_model
+    from agent.llm.factory import register_model, unregister_model
 
     with socket.socket() as s:  # a loopback port with nothing listening
         s.bind(("127.0.0.1", 0))
@@ -155,7 +155,7 @@ def test_the_local_client_sends_max_tokens_which_llama_cpp_reads():
     from langchain_core.messages import HumanMessage
     from langchain_openai import ChatOpenAI
 
-    from agent.openai_client import LlamaCppChat
+    from agent.llm.openai_client import LlamaCppChat
 
     local = LlamaCppChat(base_url="http://127.0.0.1:1/v1", api_key="x", model="local")
     payload = local._get_request_payload([HumanMessage("hi")], max_tokens=300)
@@ -200,7 +200,7 @@ def refusing_endpoint():
 def test_a_refused_request_is_a_clear_error(refusing_endpoint, status, message, error, fragment):
     from langchain_openai import ChatOpenAI
 
-    from agent.llm import register_model, unregister_model
+    from agent.llm.factory import register_model, unregister_model
 
     url, reply = refusing_endpoint
     reply.update(status=status, message=message)

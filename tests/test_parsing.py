@@ -1,6 +1,6 @@
 import pytest
 
-from agent.parsing import (
+from agent.llm.parsing import (
     ParseError,
     extract_json,
     parse_ambiguity,
@@ -81,7 +81,7 @@ def test_extract_json_skips_prose_and_fences():
 
 
 def test_execution_pair_null_and_json():
-    from agent.parsing import parse_execution
+    from agent.llm.parsing import parse_execution
 
     pair = parse_execution("Interpretation: When was the film released in the US?\nAnswer: 16 November 2001")
     assert (pair.question, pair.answer) == ("When was the film released in the US?", "16 November 2001")
@@ -96,7 +96,7 @@ def test_execution_pair_null_and_json():
 
 
 def test_query_takes_the_first_line_without_its_label():
-    from agent.parsing import parse_query
+    from agent.llm.parsing import parse_query
 
     assert parse_query('Relaxed query: "Despicable Me 3 release dates"\nExplanation: ...') == "Despicable Me 3 release dates"
     with pytest.raises(ParseError):
@@ -104,7 +104,7 @@ def test_query_takes_the_first_line_without_its_label():
 
 
 def test_decisions_need_one_label_per_item():
-    from agent.parsing import parse_decisions
+    from agent.llm.parsing import parse_decisions
 
     assert parse_decisions("1: Yes\n2: No\n3. yes", 3) == [True, False, True]
     assert parse_decisions('{"decisions": ["No", "Yes"]}', 2) == [False, True]

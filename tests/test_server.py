@@ -134,7 +134,7 @@ def test_saturated_server_answers_503_and_stays_up(home, collection):
 
 
 def test_load_burst_of_50_concurrent_requests_all_succeed_or_get_503(home, collection):
-    from agent.load import run_load
+    from agent.surfaces.loadtest import run_load
 
     proc, base = _start(home, collection, "--max-concurrent", "4", "--queue-timeout", "30")
     try:
@@ -148,7 +148,7 @@ def test_load_burst_of_50_concurrent_requests_all_succeed_or_get_503(home, colle
 
 def test_load_refuses_targets_off_this_machine():
     from agent.errors import ConfigError
-    from agent.load import run_load
+    from agent.surfaces.loadtest import run_load
 
     with pytest.raises(ConfigError, match="only target this machine"):
         run_load("http://10.0.0.1:8000")

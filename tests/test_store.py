@@ -5,8 +5,8 @@ import json
 import pytest
 
 from agent.errors import CollectionError, IngestError
-from agent.ingest import ingest
-from agent.store import open_store
+from agent.retrieval.ingest import ingest
+from agent.retrieval.store import open_store
 from tests.conftest import PASSAGES
 
 
@@ -52,11 +52,11 @@ def test_missing_fields_and_files_are_clear_errors(home, tmp_path):
 
 
 def test_missing_and_empty_collections_say_run_ingest(home):
-    from agent.store import get_client
+    from agent.retrieval.store import get_client
 
     with pytest.raises(CollectionError, match="does not exist: run `ambigqa ingest"):
         open_store("never-made")
-    from agent.embeddings import MiniLMEmbeddingFunction
+    from agent.retrieval.embeddings import MiniLMEmbeddingFunction
 
     get_client().get_or_create_collection("hollow", embedding_function=MiniLMEmbeddingFunction())
     with pytest.raises(CollectionError, match="is empty"):
@@ -64,7 +64,7 @@ def test_missing_and_empty_collections_say_run_ingest(home):
 
 
 def test_collection_reopens_without_passing_the_embedding_function(collection):
-    from agent.store import get_client
+    from agent.retrieval.store import get_client
 
     reopened = get_client().get_collection(collection)  # our function is registered by name
     hits = reopened.query(query_texts=["volcano in Sicily"], n_results=1)
@@ -80,7 +80,7 @@ def test_stored_embeddings_are_returned_not_recomputed(collection):
 
 
 def test_bm25_ranks_by_term_overlap(collection):
-    from agent.bm25 import bm25_index
+    from agent.retrieval.bm25 import bm25_index
 
     ranked = bm25_index(open_store(collection)).search("stratovolcano Sicily", 2)
     assert ranked[0].id == "volcano"

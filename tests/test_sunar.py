@@ -12,15 +12,15 @@ import numpy as np
 import pytest
 
 import agent
-from agent.bm25 import bm25_index
-from agent.equivalence import LLMEquivalence, TokenEquivalence, get_equivalence, normalize, semantic_sets
+from agent.retrieval.bm25 import bm25_index
+from agent.steps.equivalence import LLMEquivalence, TokenEquivalence, get_equivalence, normalize, semantic_sets
 from agent.errors import ConfigError
-from agent.llm_calls import LLMOptions
-from agent.nar import neighbourhood_rerank
-from agent.neighbours import build_neighbours, graph_path, load_neighbours, nearest_neighbours
-from agent.parsing import ParseError, parse_self_ask, parse_short_answer
-from agent.rerank import get_scorer, rerank
-from agent.store import open_store
+from agent.llm.calls import LLMOptions
+from agent.retrieval.nar import neighbourhood_rerank
+from agent.retrieval.neighbours import build_neighbours, graph_path, load_neighbours, nearest_neighbours
+from agent.llm.parsing import ParseError, parse_self_ask, parse_short_answer
+from agent.retrieval.rerank import get_scorer, rerank
+from agent.retrieval.store import open_store
 
 QUESTION = "Which river flows through the capital city of Zorbania?"
 SUB_QUESTION = "What is the capital city of Zorbania?"
@@ -42,7 +42,7 @@ CORPUS = [
 
 @pytest.fixture(scope="module")
 def planted(home, tmp_path_factory) -> str:
-    from agent.ingest import ingest
+    from agent.retrieval.ingest import ingest
 
     path = tmp_path_factory.mktemp("planted") / "corpus.jsonl"
     path.write_text("".join(json.dumps(p) + "\n" for p in CORPUS))

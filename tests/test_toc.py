@@ -38,7 +38,7 @@ PASSAGES = [
 
 @pytest.fixture(scope="module")
 def hockey(home, tmp_path_factory) -> str:
-    from agent.ingest import ingest
+    from agent.retrieval.ingest import ingest
 
     path = tmp_path_factory.mktemp("toc") / "hockey.jsonl"
     path.write_text("".join(json.dumps({"id": i, "title": t, "text": x}) + "\n" for i, t, x in PASSAGES))

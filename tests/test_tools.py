@@ -3,8 +3,8 @@
 from langchain_core.messages import AIMessage, ToolMessage
 from langgraph.prebuilt import create_react_agent
 
-from agent.fake_llm import ScriptedChatModel
-from agent.tools import all_tools, as_tool
+from agent.llm.scripted import ScriptedChatModel
+from agent.surfaces.tools import all_tools, as_tool
 from graphs import METHODS
 
 METHOD = "diva"  # the method whose tool the agent calls

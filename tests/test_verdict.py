@@ -4,8 +4,8 @@ import re
 
 import numpy as np
 import agent
-from agent.clustering import OUTLIER, hdbscan_labels, medoid, representatives
-from agent.embeddings import embed
+from agent.steps.consolidation import OUTLIER, hdbscan_labels, medoid, representatives
+from agent.retrieval.embeddings import embed
 from tests.conftest import PASSAGES
 
 QUESTION = "When did the Harry Potter film come out?"

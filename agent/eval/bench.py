@@ -20,7 +20,7 @@ def _percentile(values: list[float], q: float) -> float:
 
 def ingest_rate(corpus: Path, sample: int = 512) -> dict[str, float]:
     """Passages/s embedding and storing ``sample`` passages into a fresh store, and the unchanged re-run's time."""
-    from agent.ingest import ingest
+    from agent.retrieval.ingest import ingest
     from agent.settings import Settings
 
     with tempfile.TemporaryDirectory() as tmp:
@@ -35,7 +35,7 @@ def ingest_rate(corpus: Path, sample: int = 512) -> dict[str, float]:
 
 
 def retrieval_latency(collection: str, questions: list[str], k: int = 5) -> dict[str, float]:
-    from agent.store import open_store
+    from agent.retrieval.store import open_store
 
     store = open_store(collection)
     store.search(questions[0], k)  # load the encoder before timing
@@ -67,7 +67,7 @@ def _union_seconds(intervals: list[tuple[float, float]]) -> float:
 
 def orchestration_overhead(methods: list[str], questions: list[str], collection: str, latency: float = 0.2) -> dict[str, Any]:
     """Graph wall time ÷ critical-path LLM time with a scripted LLM that sleeps ``latency`` s per call."""
-    from agent.fake_llm import DEMO_SCRIPT, ScriptedChatModel
+    from agent.llm.scripted import DEMO_SCRIPT, ScriptedChatModel
     from agent.runner import run
 
     report = {}
@@ -96,7 +96,7 @@ def oracle_mrecall(collection: str, examples: list[Any], k: int = 5) -> dict[str
     from langgraph.runtime import Runtime
 
     from agent.eval.metrics import answer_coverage, mrecall_at_k
-    from agent.store import open_store
+    from agent.retrieval.store import open_store
     from graphs.diva import DivaContext, prune, retrieve
 
     store = open_store(collection)
@@ -146,9 +146,9 @@ def nar_recall(
     recorded (same collection, k and LLM) are not run again: a long ASU run can be stopped and resumed."""
     from langgraph.runtime import Runtime
 
-    from agent.bm25 import bm25_index
+    from agent.retrieval.bm25 import bm25_index
     from agent.eval.metrics import support_recall
-    from agent.store import open_store
+    from agent.retrieval.store import open_store
     from graphs.sunar import SunarContext, nar_retrieve
 
     rows = [e for e in examples if e.supporting_ids]
@@ -210,7 +210,7 @@ def run_bench(
     nar_offset: int = 0,
     nar_record: Path | None = None,
 ) -> dict[str, Any]:
-    from agent.ingest import ingest
+    from agent.retrieval.ingest import ingest
 
     examples = load_examples(dataset)
     results: dict[str, Any] = {}

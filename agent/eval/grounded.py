@@ -19,11 +19,11 @@ from collections.abc import Sequence
 from langchain_core.language_models import BaseChatModel
 from pydantic import BaseModel, Field
 
-from agent.llm import register_model
-from agent.llm_calls import LLMOptions, Reply, ask, run_concurrently
-from agent.parsing import parse_decisions, parse_numbered_list, parse_yes_no
+from agent.llm.factory import register_model
+from agent.llm.calls import LLMOptions, Reply, ask, run_concurrently
+from agent.llm.parsing import parse_decisions, parse_numbered_list, parse_yes_no
 from agent.schemas import Decisions, Disambiguation, NodeUsage, Passage, QAPair, YesNo
-from agent.store import Store
+from agent.retrieval.store import Store
 from agent.text import passage_text, render_passages
 
 _judge_ids = itertools.count(1)

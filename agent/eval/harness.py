@@ -100,7 +100,7 @@ def grounded_metrics(example: Example, result: RunResult, judge: str, collection
     """
     from agent.eval.grounded import evaluate_grounded, gold_evidence
     from agent.schemas import QAPair
-    from agent.store import open_store
+    from agent.retrieval.store import open_store
 
     gold = [QAPair(question=p.question, answer=" / ".join(p.short_answers)) for p in example.qa_pairs]
     evidence = gold_evidence(open_store(collection), gold)
@@ -209,7 +209,7 @@ def evaluate(config: EvalConfig, progress: bool = True, log: Callable[[str], Non
         _check_options(method, config.options_for(method))
     examples = load_examples(config.dataset, config.limit)
     if config.corpus is not None:
-        from agent.ingest import ingest
+        from agent.retrieval.ingest import ingest
 
         config.collection = config.collection or config.corpus.parent.name
         report = ingest(config.corpus, config.collection, progress=progress)

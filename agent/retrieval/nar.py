@@ -10,8 +10,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Literal
 
-from agent.neighbours import NeighbourGraph
-from agent.rerank import Scorer
+from agent.retrieval.neighbours import NeighbourGraph
+from agent.retrieval.rerank import Scorer
 from agent.schemas import Passage
 
 Rescore = Callable[[list[Passage]], float]

@@ -24,7 +24,7 @@ from pathlib import Path
 import httpx
 
 from agent.errors import LLMUnavailableError
-from agent.model_files import ensure_gguf
+from agent.llm.gguf import ensure_gguf
 from agent.settings import Settings
 
 _lock = threading.Lock()

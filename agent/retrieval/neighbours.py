@@ -15,7 +15,7 @@ from pathlib import Path
 import numpy as np
 
 from agent.settings import Settings, get_settings
-from agent.store import Store
+from agent.retrieval.store import Store
 
 _cache: dict[Path, "NeighbourGraph"] = {}
 _lock = threading.Lock()

@@ -7,9 +7,9 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from agent.fewshot import Demo, Selection, select_demos
-from agent.llm_calls import LLMOptions, Reply, ask
-from agent.parsing import parse_ambiguity, parse_numbered_list
+from agent.steps.fewshot import Demo, Selection, select_demos
+from agent.llm.calls import LLMOptions, Reply, ask
+from agent.llm.parsing import parse_ambiguity, parse_numbered_list
 from agent.schemas import AmbiguityType, AmbiguityTyping
 
 DEMO_FILE = "ambiguity"

@@ -198,7 +198,7 @@ def ingest(
 ) -> None:
     """Embed and store a corpus; passages already stored (same content) are skipped."""
     from agent.errors import AgentError
-    from agent.ingest import ingest as run_ingest
+    from agent.retrieval.ingest import ingest as run_ingest
 
     try:
         report = run_ingest(corpus, collection, batch_size=batch_size, progress=True)
@@ -309,7 +309,7 @@ def serve(
         os.environ["AMBIGQA_LLM"] = llm
     if collection:
         os.environ["AMBIGQA_COLLECTION"] = collection
-    from agent.server import create_app
+    from agent.surfaces.server import create_app
     from agent.settings import get_settings
 
     get_settings.cache_clear()
@@ -331,7 +331,7 @@ def load(
 ) -> None:
     """Send a bounded burst of concurrent requests to a loopback server; report successes, 503s, throughput, p95."""
     from agent.errors import AgentError
-    from agent.load import run_load
+    from agent.surfaces.loadtest import run_load
 
     try:
         report = run_load(url, method, requests, concurrency, api_key=api_key)
@@ -349,8 +349,8 @@ def neighbours(
 ) -> None:
     """Build SUNAR's neighbourhood graph (each passage's k nearest passages) from the stored embeddings."""
     from agent.errors import AgentError
-    from agent.neighbours import build_neighbours, graph_path
-    from agent.store import open_store
+    from agent.retrieval.neighbours import build_neighbours, graph_path
+    from agent.retrieval.store import open_store
 
     try:
         store = open_store(collection)

@@ -97,7 +97,7 @@ def get_scorer(name: str = DEFAULT_RERANKER) -> Scorer:
         return _registry[name]
     if name == DEFAULT_RERANKER:
         return _default_scorer()
-    raise ConfigError(f"unknown reranker '{name}': use '{DEFAULT_RERANKER}' or register one with agent.rerank.register_scorer")
+    raise ConfigError(f"unknown reranker '{name}': use '{DEFAULT_RERANKER}' or register one with agent.retrieval.rerank.register_scorer")
 
 
 def rerank(query: str, passages: list[Passage], k: int, scorer: Scorer | None = None) -> list[Passage]:

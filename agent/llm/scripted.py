@@ -1,6 +1,6 @@
 """A scripted chat model: the LLM boundary for tests and for ``--llm fake`` (no model, instant, deterministic).
 
-Each call is identified by the prompt it renders (``prompt:<name>`` tag set by ``agent.llm_calls``). A script maps
+Each call is identified by the prompt it renders (``prompt:<name>`` tag set by ``agent.llm.calls``). A script maps
 prompt names to a reply string, a list of replies consumed in order, or a function of the call.
 """
 

@@ -19,11 +19,11 @@ from langgraph.config import get_config
 from pydantic import BaseModel
 
 from agent.errors import LLMError, LLMUnavailableError
-from agent.llm import get_chat_model, json_response_format
-from agent.parsing import ParseError
-from agent.prompts import render
+from agent.llm.factory import get_chat_model, json_response_format
+from agent.llm.parsing import ParseError
+from agent.llm.prompts import render
 from agent.schemas import NodeUsage, UsageReport
-from agent.usage import call_usage, node_usage
+from agent.llm.usage import call_usage, node_usage
 
 T = TypeVar("T")
 R = TypeVar("R")

@@ -12,7 +12,7 @@ from typing import Literal, TypeVar
 import numpy as np
 from pydantic import BaseModel, ValidationError
 
-from agent.embeddings import embed
+from agent.retrieval.embeddings import embed
 from agent.errors import ConfigError
 from agent.settings import REPO_ROOT
 

@@ -8,10 +8,10 @@ from pathlib import Path
 
 from pydantic import BaseModel, ValidationError
 
-from agent.embeddings import MiniLMEmbeddingFunction, embed
+from agent.retrieval.embeddings import MiniLMEmbeddingFunction, embed
 from agent.errors import IngestError
 from agent.settings import Settings, get_settings
-from agent.store import content_id, get_client
+from agent.retrieval.store import content_id, get_client
 
 
 class CorpusRecord(BaseModel):

@@ -18,8 +18,8 @@ from functools import lru_cache
 from pathlib import Path
 
 from agent.errors import ConfigError
-from agent.llm_calls import LLMOptions, ask
-from agent.parsing import parse_yes_no
+from agent.llm.calls import LLMOptions, ask
+from agent.llm.parsing import parse_yes_no
 from agent.schemas import YesNo
 
 _MONTHS = {

@@ -30,7 +30,7 @@ def unregister_model(name: str) -> None:
 def _openai_compatible(base_url: str | None, api_key: str, model: str, settings: Settings, llama_cpp: bool = False) -> BaseChatModel:
     from langchain_openai import ChatOpenAI
 
-    from agent.openai_client import LlamaCppChat
+    from agent.llm.openai_client import LlamaCppChat
 
     return (LlamaCppChat if llama_cpp else ChatOpenAI)(
         base_url=base_url,
@@ -48,11 +48,11 @@ def get_chat_model(name: str | None = None, settings: Settings | None = None) ->
         if name in _registry:
             return _registry[name]
     if name == "fake":
-        from agent.fake_llm import demo_model
+        from agent.llm.scripted import demo_model
 
         model = demo_model(settings.fake_latency)
     elif name == "local":
-        from agent.local_server import local_server
+        from agent.llm.local_server import local_server
 
         url = local_server(settings).url
         with _lock:

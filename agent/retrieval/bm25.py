@@ -8,7 +8,7 @@ import threading
 import numpy as np
 
 from agent.schemas import Passage
-from agent.store import Store
+from agent.retrieval.store import Store
 
 _TOKEN = re.compile(r"\w+")
 _cache: dict[tuple[str, int], "BM25Index"] = {}

@@ -5,8 +5,8 @@ Prompts I_e (``rag_extract``), I_g (``rag_generate``) and I_l (``closed_book``) 
 
 from __future__ import annotations
 
-from agent.llm_calls import LLMOptions, Reply, ask
-from agent.parsing import parse_disambiguations, parse_long_answer
+from agent.llm.calls import LLMOptions, Reply, ask
+from agent.llm.parsing import parse_disambiguations, parse_long_answer
 from agent.schemas import Disambiguation, ExtractedPairs, Passage
 from agent.text import render_passages, supporting_ids
 

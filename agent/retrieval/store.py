@@ -10,7 +10,7 @@ from urllib.parse import urlparse
 
 import numpy as np
 
-from agent.embeddings import MiniLMEmbeddingFunction, embed
+from agent.retrieval.embeddings import MiniLMEmbeddingFunction, embed
 from agent.errors import CollectionError
 from agent.schemas import Passage
 from agent.settings import REPO_ROOT, Settings, get_settings
@@ -134,7 +134,7 @@ def open_store(name: str | None = None, settings: Settings | None = None) -> Sto
 
 
 def _ensure_demo(client: "ClientAPI", settings: Settings) -> None:
-    from agent.ingest import ingest
+    from agent.retrieval.ingest import ingest
 
     with _demo_lock:
         names = {c if isinstance(c, str) else c.name for c in client.list_collections()}
