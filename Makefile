@@ -1,10 +1,11 @@
-# Two commands for a newcomer: `make demo` (set up, then answer a demo question offline) and `make test`.
+# Two commands for a newcomer: `make demo` (set up, then answer a demo question offline) and `make test` (lint, then
+# every test). `make format` applies ruff's fixes and formatting.
 VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed-$(shell cksum pyproject.toml | cut -d' ' -f1)
 DEMO_QUESTION ?= When was the first pirates of the caribbean movie released?
 
-.PHONY: setup demo test test-fast
+.PHONY: setup demo lint format test test-fast
 
 setup: $(STAMP)
 
@@ -20,8 +21,16 @@ $(STAMP): pyproject.toml
 demo: setup
 	$(PY) -m agent ask "$(DEMO_QUESTION)"
 
-test: setup
+lint: setup
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check .
+
+format: setup
+	$(VENV)/bin/ruff check --fix .
+	$(VENV)/bin/ruff format .
+
+test: lint
 	$(PY) -m pytest
 
-test-fast: setup
+test-fast: lint
 	$(PY) -m pytest -m "not slow"

@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
-from typing import TypeVar
+from collections.abc import Mapping
+from typing import Any, TypeVar
 
 from langgraph.runtime import Runtime
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, ValidationError
 
+from agent.errors import ConfigError
 from agent.llm.calls import LLMOptions
-from agent.retrieval.store import Store, open_store
+from agent.retrieval.collections import open_store
+from agent.retrieval.store import Store
 
 C = TypeVar("C", bound="RunContext")
 
@@ -35,14 +38,32 @@ class RunContext(BaseModel):
         return open_store(self.collection or None)
 
 
-def context_of(runtime: Runtime | None, schema: type[C]) -> C:
-    """The run's context, or the defaults when the caller passed none."""
-    context = runtime.context if runtime is not None else None
-    if context is None:
-        return schema()
-    if isinstance(context, dict):
-        return schema(**{k: v for k, v in context.items() if k in schema.model_fields})
-    if not isinstance(context, schema):  # a subgraph run under a parent graph's context: take the shared fields
-        return schema(**{k: v for k, v in context.model_dump().items() if k in schema.model_fields})
-    return context
+def make_context(
+    schema: type[C], values: Mapping[str, Any] | BaseModel | None = None, *, strict: bool = False, owner: str = "the method"
+) -> C:
+    """``schema`` built from a dict of options or another method's context.
 
+    Another context passes only the fields its caller set, so a method keeps its own defaults for the rest (VerDICt's
+    greedy decoding and 20 passages under the router). ``strict`` rejects options the schema lacks; a bad value is
+    always a ``ConfigError`` naming the field.
+    """
+    if isinstance(values, BaseModel):
+        values = values.model_dump(exclude_unset=True)
+    values = dict(values or {})
+    unknown = sorted(set(values) - set(schema.model_fields))
+    if strict and unknown:
+        raise ConfigError(f"{owner} has no option {', '.join(unknown)}; its options: {', '.join(schema.model_fields)}")
+    try:
+        return schema(**{k: v for k, v in values.items() if k in schema.model_fields})
+    except ValidationError as exc:
+        error = exc.errors()[0]
+        field = ".".join(str(part) for part in error["loc"])
+        raise ConfigError(f"bad {owner} option: {field} {error['msg']}") from None
+
+
+def context_of(runtime: Runtime | None, schema: type[C]) -> C:
+    """The run's context as ``schema``; the defaults when the caller passed none."""
+    context = runtime.context if runtime is not None else None
+    if isinstance(context, schema):
+        return context
+    return make_context(schema, context)

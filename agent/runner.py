@@ -3,23 +3,21 @@
 from __future__ import annotations
 
 import contextvars
-import importlib
-import itertools
 import time
 from collections.abc import Callable, Iterator
 from typing import Any
 
 from langchain_core.language_models import BaseChatModel
 
-from agent.errors import InvalidQuestionError, UnknownMethodError
-from agent.llm.factory import prewarm, register_model
-from agent.schemas import RunResult, UsageReport
-from agent.settings import get_settings
+from agent.context import make_context
+from agent.errors import InvalidQuestionError
+from agent.llm.factory import model_name, prewarm
 from agent.llm.usage import merge_usage
-from graphs import METHODS
+from agent.registry import load_graph
+from agent.schemas import RunResult
+from agent.settings import get_settings
 
 CONTRACT = {"question", "answer", "disambiguations", "passages", "usage"}
-_model_ids = itertools.count(1)
 
 NodeCallback = Callable[[str, dict[str, Any], float], None]
 
@@ -34,10 +32,19 @@ def validate_question(question: Any) -> str:
     return question
 
 
-def load_graph(method: str) -> Any:
-    if method not in METHODS:
-        raise UnknownMethodError(f"unknown method '{method}': choose one of {', '.join(METHODS)}")
-    return importlib.import_module(f"graphs.{method}").graph
+def namespace_names(namespace: tuple[str, ...]) -> list[str]:
+    """The subgraph nodes a streamed chunk came from (LangGraph's namespace parts are ``node:task_id``)."""
+    return [part.split(":")[0] for part in namespace]
+
+
+def node_path(namespace: tuple[str, ...], node: str) -> str:
+    """``node``, or ``parent/node`` for a subgraph's node."""
+    return "/".join([*namespace_names(namespace), node])
+
+
+def output_of(graph: Any, state: dict[str, Any]) -> dict[str, Any]:
+    """The graph's declared output schema taken from its final state: what ``invoke`` returns."""
+    return {k: state[k] for k in graph.output_channels if k in state}
 
 
 def run(
@@ -51,53 +58,47 @@ def run(
 ) -> RunResult:
     """Answer ``question`` with ``method``; ``options`` override the method's context fields (e.g. ``top_k=10``).
 
-    ``on_node(node, update, seconds)`` is called as each node finishes (live progress).
+    The result holds exactly the graph's output schema: the shared contract, and the method's own fields in ``extra``.
+    ``on_node(node, update, seconds)`` is called as each node finishes (live progress, subgraph nodes included).
     """
     question = validate_question(question)
     graph = load_graph(method)
-    if isinstance(llm, BaseChatModel):
-        name = f"model-{next(_model_ids)}"
-        register_model(name, llm)
-        llm = name
-    context = graph.context_schema(llm=llm or "", collection=collection or "", **options)
-    prewarm(context.llm or None)
-    state: dict[str, Any] = {}
-    usage = UsageReport()
-    start = last = time.perf_counter()
-    for node, update, inner in _node_updates(graph, {"question": question}, context):
-        now = time.perf_counter()
-        if on_node:
-            on_node(node, update, now - last)
-        last = now
-        if inner:  # a subgraph's node: its parent node's update carries the change
-            continue
-        for key, value in update.items():
-            if key == "usage":
-                usage = merge_usage(usage, value)
-            else:
-                state[key] = value
+    with model_name(llm) as name:
+        context = make_context(graph.context_schema, {"llm": name or "", "collection": collection or "", **options})
+        prewarm(context.llm or None)
+        start = last = time.perf_counter()
+        state: dict[str, Any] = {}
+        for namespace, mode, chunk in _stream(graph, {"question": question}, context):
+            if mode == "values":
+                if not namespace:
+                    state = chunk
+                continue
+            for node, update in chunk.items():
+                if not isinstance(update, dict):
+                    continue
+                now = time.perf_counter()
+                if on_node:
+                    on_node(node_path(namespace, node), update, now - last)
+                last = now
+    output = output_of(graph, state)
     return RunResult(
         question=question,
         method=method,
-        answer=state.get("answer", ""),
-        disambiguations=state.get("disambiguations", []),
-        passages=state.get("passages", []),
-        usage=usage,
+        answer=output.get("answer", ""),
+        disambiguations=output.get("disambiguations", []),
+        passages=output.get("passages", []),
+        usage=merge_usage(None, output.get("usage")),
         seconds=round(time.perf_counter() - start, 3),
-        extra={k: v for k, v in state.items() if k not in CONTRACT},
+        extra={k: v for k, v in output.items() if k not in CONTRACT},
     )
 
 
-def _node_updates(graph: Any, inputs: dict, context: Any) -> Iterator[tuple[str, dict[str, Any], bool]]:
-    """(node, update, inside a subgraph) as nodes finish; subgraph nodes are named ``parent/node``.
+def _stream(graph: Any, inputs: dict, context: Any) -> Iterator[tuple[tuple[str, ...], str, Any]]:
+    """(namespace, mode, chunk): node updates as they finish, and the output values.
 
     The run gets a fresh context: called from inside another graph (a tool in an agent), LangGraph would otherwise
     take it for a subgraph of that run and send its updates to the parent's stream instead of ours.
     """
     fresh = contextvars.Context()
-    chunks = graph.stream(inputs, context=context, stream_mode="updates", subgraphs=True)
-    for namespace, chunk in iter(lambda: fresh.run(next, chunks, None), None):
-        prefix = "/".join(part.split(":")[0] for part in namespace)
-        for node, update in chunk.items():
-            if isinstance(update, dict):
-                yield (f"{prefix}/{node}" if prefix else node), update, bool(namespace)
+    chunks = graph.stream(inputs, context=context, stream_mode=["updates", "values"], subgraphs=True)
+    yield from iter(lambda: fresh.run(next, chunks, None), None)

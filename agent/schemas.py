@@ -7,11 +7,20 @@ from typing import Any, Literal
 from pydantic import BaseModel, Field
 
 
+def titled_text(title: str, text: str) -> str:
+    """``title | text``, or the text alone: what is embedded, matched and re-ranked for a passage."""
+    return f"{title} | {text}" if title else text
+
+
 class Passage(BaseModel):
     id: str = Field(description="corpus id of the passage (the id in the ingested JSONL)")
     title: str = ""
     text: str
     score: float | None = Field(default=None, description="retrieval or reranking score; higher is better")
+
+    @property
+    def full_text(self) -> str:
+        return titled_text(self.title, self.text)
 
 
 class QAPair(BaseModel):
@@ -43,7 +52,7 @@ class NodeUsage(BaseModel):
     output_tokens: int = 0
     seconds: float = 0.0
 
-    def __add__(self, other: "NodeUsage") -> "NodeUsage":
+    def __add__(self, other: NodeUsage) -> NodeUsage:
         return NodeUsage(
             calls=self.calls + other.calls,
             input_tokens=self.input_tokens + other.input_tokens,

@@ -9,8 +9,6 @@ from typing import Literal
 from pydantic import Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-REPO_ROOT = Path(__file__).resolve().parent.parent
-
 
 class Settings(BaseSettings):
     model_config = SettingsConfigDict(env_prefix="AMBIGQA_", env_file=".env", extra="ignore")

@@ -6,8 +6,8 @@ from typing import Annotated
 
 from typing_extensions import TypedDict
 
-from agent.schemas import Disambiguation, Passage, UsageReport
 from agent.llm.usage import merge_usage
+from agent.schemas import Disambiguation, Passage, UsageReport
 
 
 class QuestionInput(TypedDict):

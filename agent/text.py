@@ -26,7 +26,7 @@ def contains_answer(text: str, answer: str) -> bool:
 
 def supporting_ids(answer: str, passages: list[Passage]) -> list[str]:
     """Ids of the passages whose text contains ``answer``."""
-    return [p.id for p in passages if contains_answer(f"{p.title} {p.text}", answer)]
+    return [p.id for p in passages if contains_answer(p.full_text, answer)]
 
 
 def passage_text(passage: Passage, words: int | None = None) -> str:

@@ -1,3 +1,1 @@
-"""One module per method; each exports a compiled LangGraph ``graph``."""
-
-METHODS = ("closed_book", "rag", "diva", "toc", "verdict", "sunar", "router")
+"""One module per method; each exports a compiled LangGraph ``graph`` (names and descriptions: ``agent.registry``)."""

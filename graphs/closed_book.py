@@ -7,8 +7,8 @@ from langgraph.runtime import Runtime
 
 from agent.context import RunContext, context_of
 from agent.llm.calls import usage_update
-from agent.steps.rac import closed_book
 from agent.state import AnswerOutput, AnswerState, QuestionInput
+from agent.steps.rac import closed_book
 
 
 def answer(state: AnswerState, runtime: Runtime[RunContext]) -> dict:

@@ -7,22 +7,22 @@ Useless: closed_book (I_l).
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Any, Literal
 
 import numpy as np
 from langgraph.graph import END, START, StateGraph
 from langgraph.runtime import Runtime
 from pydantic import BaseModel, Field
 
-from agent.steps import rac
-from agent.steps.ambiguity import classify_ambiguity, demos_for, infer_interpretations
 from agent.context import RunContext, context_of
-from agent.retrieval.embeddings import embed
-from agent.steps.fewshot import Selection
 from agent.llm.calls import Reply, ask, run_concurrently, usage_update
 from agent.llm.parsing import parse_yes_no
+from agent.retrieval.embeddings import embed
 from agent.schemas import AmbiguityType, Passage, YesNo
 from agent.state import AnswerOutput, QuestionInput
+from agent.steps import rac
+from agent.steps.ambiguity import classify_ambiguity, demos_for, infer_interpretations
+from agent.steps.fewshot import Selection
 from agent.text import render_passages
 
 Grade = Literal["Useful", "PartialUseful", "Useless"]
@@ -39,7 +39,7 @@ class DivaContext(RunContext):
     verify_max_tokens: int = Field(default=24, ge=4, le=300, description="a Yes/No needs few tokens (App. A.4.2: 3 on average)")
 
 
-class Candidate(BaseModel):
+class ScoredPassage(BaseModel):
     passage: Passage = Field(description="a passage of P̃ (Eq. 4); its score is the cosine similarity to the question")
     relevance: list[float] = Field(description="cosine similarity to each pseudo-interpretation, in order")
     retrieved_for: list[int] = Field(description="the interpretations whose top-K held this passage")
@@ -47,7 +47,7 @@ class Candidate(BaseModel):
     kept: bool = Field(default=False, description="among the top-K by S(p), i.e. in P_i")
 
 
-class Verdict(BaseModel):
+class Verification(BaseModel):
     interpretation: str
     verdict: Literal["Yes", "No"]
     parsed: bool = Field(description="False when the output stayed unparseable after retries and counts as No")
@@ -58,12 +58,12 @@ class DivaOutput(AnswerOutput, total=False):
     ambiguity_reason: str
     interpretations: list[str]
     kept: list[Passage]
-    verdicts: list[Verdict]
+    verdicts: list[Verification]
     grade: Grade
     route: Literal["rag", "closed_book"]
 
 
-class DivaInput(QuestionInput, total=False):
+class TypedQuestionInput(QuestionInput, total=False):
     """A caller that already typed the question (the router) passes the typing, and I_a is not asked again."""
 
     ambiguity_types: list[AmbiguityType]
@@ -71,7 +71,7 @@ class DivaInput(QuestionInput, total=False):
 
 
 class DivaState(QuestionInput, DivaOutput, total=False):
-    candidates: list[Candidate]
+    scored: list[ScoredPassage]  # P̃, the union of the interpretations' top-K, scored by Eq. 5 in prune
 
 
 def type_ambiguity(state: DivaState, runtime: Runtime[DivaContext]) -> dict:
@@ -101,23 +101,22 @@ def retrieve(state: DivaState, runtime: Runtime[DivaContext]) -> dict:
     for j, row in enumerate(relevance):
         for i in np.argsort(-row, kind="stable")[: ctx.top_k]:  # R(C_i, q̂_j; K)
             retrieved_for.setdefault(int(i), []).append(j)
-    candidates = [  # P̃_i, the union over interpretations (Eq. 4), in pool order
-        Candidate(passage=pool[i], relevance=[round(float(s), 6) for s in relevance[:, i]], retrieved_for=retrieved_for[i])
+    scored = [  # P̃_i, the union over interpretations (Eq. 4), in pool order
+        ScoredPassage(passage=pool[i], relevance=[round(float(s), 6) for s in relevance[:, i]], retrieved_for=retrieved_for[i])
         for i in sorted(retrieved_for)
     ]
-    return {"candidates": candidates}
+    return {"scored": scored}
 
 
 def prune(state: DivaState, runtime: Runtime[DivaContext]) -> dict:
     ctx = context_of(runtime, DivaContext)
-    scored = [c.model_copy(update={"score": round(float(np.mean(c.relevance)), 6)}) for c in state["candidates"]]  # Eq. 5
+    scored = [s.model_copy(update={"score": round(float(np.mean(s.relevance)), 6)}) for s in state["scored"]]  # Eq. 5
     top = sorted(range(len(scored)), key=lambda i: -scored[i].score)[: ctx.top_k]  # Algorithm 1 line 8
-    candidates = [c.model_copy(update={"kept": i in top}) for i, c in enumerate(scored)]
     kept = [scored[i].passage.model_copy(update={"score": scored[i].score}) for i in top]
-    return {"candidates": candidates, "kept": kept}
+    return {"scored": [s.model_copy(update={"kept": i in top}) for i, s in enumerate(scored)], "kept": kept}
 
 
-def grade_of(verdicts: list[Verdict]) -> Grade:
+def grade_of(verdicts: list[Verification]) -> Grade:
     """Useful when the passages answer every interpretation, Useless when none, PartialUseful otherwise (Sec. 3.3)."""
     yes = sum(v.verdict == "Yes" for v in verdicts)
     if verdicts and yes == len(verdicts):
@@ -144,7 +143,7 @@ def verify(state: DivaState, runtime: Runtime[DivaContext]) -> dict:
 
     replies = run_concurrently(check, state["interpretations"], ctx.max_concurrency)  # Eq. 7
     verdicts = [
-        Verdict(interpretation=q, verdict="Yes" if r.value else "No", parsed=r.parsed)
+        Verification(interpretation=q, verdict="Yes" if r.value else "No", parsed=r.parsed)
         for q, r in zip(state["interpretations"], replies)
     ]
     return {"verdicts": verdicts, "grade": grade_of(verdicts), "usage": usage_update(*replies)}
@@ -171,22 +170,27 @@ def adapt(state: DivaState) -> Literal["rag_extract", "closed_book"]:
     return "closed_book" if state["grade"] == "Useless" else "rag_extract"
 
 
-builder = StateGraph(DivaState, input_schema=DivaInput, output_schema=DivaOutput, context_schema=DivaContext)
-builder.add_node("type_ambiguity", type_ambiguity)
-builder.add_node("interpret", interpret)
-builder.add_node("retrieve", retrieve)
-builder.add_node("prune", prune)
-builder.add_node("verify", verify)
-builder.add_node("rag_extract", rag_extract)
-builder.add_node("rag_generate", rag_generate)
-builder.add_node("closed_book", closed_book)
-builder.add_edge(START, "type_ambiguity")
-builder.add_edge("type_ambiguity", "interpret")
-builder.add_edge("interpret", "retrieve")
-builder.add_edge("retrieve", "prune")
-builder.add_edge("prune", "verify")
-builder.add_conditional_edges("verify", adapt)
-builder.add_edge("rag_extract", "rag_generate")
-builder.add_edge("rag_generate", END)
-builder.add_edge("closed_book", END)
-graph = builder.compile(name="diva")
+def build(input_schema: type = QuestionInput) -> Any:
+    """Compile DIVA; the router compiles it with ``TypedQuestionInput`` to hand over the typing it already has."""
+    builder = StateGraph(DivaState, input_schema=input_schema, output_schema=DivaOutput, context_schema=DivaContext)
+    builder.add_node("type_ambiguity", type_ambiguity)
+    builder.add_node("interpret", interpret)
+    builder.add_node("retrieve", retrieve)
+    builder.add_node("prune", prune)
+    builder.add_node("verify", verify)
+    builder.add_node("rag_extract", rag_extract)
+    builder.add_node("rag_generate", rag_generate)
+    builder.add_node("closed_book", closed_book)
+    builder.add_edge(START, "type_ambiguity")
+    builder.add_edge("type_ambiguity", "interpret")
+    builder.add_edge("interpret", "retrieve")
+    builder.add_edge("retrieve", "prune")
+    builder.add_edge("prune", "verify")
+    builder.add_conditional_edges("verify", adapt)
+    builder.add_edge("rag_extract", "rag_generate")
+    builder.add_edge("rag_generate", END)
+    builder.add_edge("closed_book", END)
+    return builder.compile(name="diva")
+
+
+graph = build()

@@ -8,8 +8,8 @@ from pydantic import Field
 
 from agent.context import RunContext, context_of
 from agent.llm.calls import usage_update
-from agent.steps.rac import extract, generate
 from agent.state import AnswerOutput, AnswerState, QuestionInput
+from agent.steps.rac import extract, generate
 
 
 class RagContext(RunContext):

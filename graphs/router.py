@@ -1,14 +1,15 @@
 """Router (ours, beyond the papers): DIVA's ambiguity typing sends clear questions to vanilla RAG and ambiguous ones
 to the configured method; in clarify mode a person picks the interpretations to answer (LangGraph ``interrupt``).
 
-type_ambiguity → N/A: rag │ ambiguous: disambiguate (the configured method, run as a subgraph)
+type_ambiguity → N/A: rag │ ambiguous: the configured method (closed_book, rag, diva, toc, verdict or sunar), each a
+                          │ subgraph node that Studio draws
                           │ ambiguous + clarify: interpret → clarify (interrupt) → answer_chosen (rag per choice)
 """
 
 from __future__ import annotations
 
 import contextvars
-from typing import Any, Literal
+from typing import Any, Literal, get_args
 
 from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.graph import END, START, StateGraph
@@ -16,15 +17,25 @@ from langgraph.runtime import Runtime
 from langgraph.types import interrupt
 from pydantic import Field
 
-from agent.steps.ambiguity import classify_ambiguity, demos_for, infer_interpretations
-from agent.context import RunContext, context_of
-from agent.steps.fewshot import Selection
+from agent.context import RunContext, context_of, make_context
 from agent.llm.calls import run_concurrently, usage_update
+from agent.llm.usage import merge_usage
 from agent.schemas import AmbiguityType, Disambiguation, Passage, UsageReport
 from agent.state import AnswerOutput, QuestionInput
-from agent.llm.usage import merge_usage
+from agent.steps.ambiguity import classify_ambiguity, demos_for, infer_interpretations
+from agent.steps.fewshot import Selection
+from graphs import closed_book, diva, rag, sunar, toc, verdict
 
-Method = Literal["diva", "rag", "closed_book"]
+Method = Literal["closed_book", "rag", "diva", "toc", "verdict", "sunar"]
+METHOD_GRAPHS = {
+    "closed_book": closed_book.graph,
+    "rag": rag.graph,
+    "diva": diva.build(diva.TypedQuestionInput),  # takes the router's typing: I_a is not asked twice
+    "toc": toc.graph,
+    "verdict": verdict.graph,
+    "sunar": sunar.graph,
+}
+CONTRACT = ("answer", "disambiguations", "passages", "usage")
 
 
 class RouterContext(RunContext):
@@ -33,6 +44,7 @@ class RouterContext(RunContext):
     top_k: int = Field(default=5, ge=1, le=50, description="passages per question for the rag route")
     fewshot: int = Field(default=5, ge=0, le=15, description="demonstrations in the typing and interpretation prompts")
     demo_selection: Selection = "nearest"
+    max_interpretations: int = Field(default=8, ge=1, le=20, description="cap on the interpretations offered in clarify mode")
 
 
 class RouterOutput(AnswerOutput, total=False):
@@ -54,39 +66,25 @@ def type_ambiguity(state: RouterState, runtime: Runtime[RouterContext]) -> dict:
     return {"ambiguity_types": reply.value.types, "ambiguity_reason": reply.value.reason, "usage": usage_update(reply)}
 
 
-def _answer_with(method: str, question: str, ctx: RouterContext, detach: bool = False, **inputs: Any) -> dict[str, Any]:
-    """Run a method's graph on ``question`` as a subgraph of this run (its node updates stream with ours).
+def delegate(method: Method) -> Any:
+    """The node that answers with ``method``'s graph, run as a subgraph of this run (its nodes stream with ours)."""
+    subgraph = METHOD_GRAPHS[method]
 
-    ``detach`` runs it outside this run instead: concurrent subgraphs of one node would share a checkpoint namespace.
-    """
-    from agent.runner import load_graph
+    def answer(state: RouterState, runtime: Runtime[RouterContext]) -> dict:
+        ctx = context_of(runtime, RouterContext)
+        typing = {k: state[k] for k in ("ambiguity_types", "ambiguity_reason") if k in state}
+        result = subgraph.invoke({"question": state["question"], **typing}, context=make_context(subgraph.context_schema, ctx))
+        return {**{k: result[k] for k in CONTRACT if k in result}, "route": method}
 
-    graph = load_graph(method)
-    fields = graph.context_schema.model_fields
-    context = graph.context_schema(**{k: v for k, v in ctx.model_dump().items() if k in fields})
-    if detach:
-        return contextvars.Context().run(graph.invoke, {"question": question, **inputs}, context=context)
-    return graph.invoke({"question": question, **inputs}, context=context)
-
-
-def rag(state: RouterState, runtime: Runtime[RouterContext]) -> dict:
-    result = _answer_with("rag", state["question"], context_of(runtime, RouterContext))
-    return {**result, "route": "rag"}
-
-
-def disambiguate(state: RouterState, runtime: Runtime[RouterContext]) -> dict:
-    ctx = context_of(runtime, RouterContext)
-    typing = {k: state[k] for k in ("ambiguity_types", "ambiguity_reason") if ctx.ambiguous_method == "diva" and k in state}
-    result = _answer_with(ctx.ambiguous_method, state["question"], ctx, **typing)  # DIVA reuses our typing
-    contract = ("answer", "disambiguations", "passages", "usage")
-    return {**{k: result[k] for k in contract if k in result}, "route": ctx.ambiguous_method}
+    answer.__name__ = method
+    return answer
 
 
 def interpret(state: RouterState, runtime: Runtime[RouterContext]) -> dict:
     ctx = context_of(runtime, RouterContext)
     demos = demos_for(state["question"], ctx.fewshot, ctx.demo_selection)
     reply = infer_interpretations(state["question"], state.get("ambiguity_reason", ""), demos, ctx.llm_options())
-    return {"interpretations": reply.value or [state["question"]], "usage": usage_update(reply)}
+    return {"interpretations": reply.value[: ctx.max_interpretations] or [state["question"]], "usage": usage_update(reply)}
 
 
 def clarify(state: RouterState) -> dict:
@@ -102,10 +100,17 @@ def clarify(state: RouterState) -> dict:
     return {"chosen": chosen or options, "route": "clarify"}
 
 
+def _rag_detached(question: str, ctx: RouterContext) -> dict[str, Any]:
+    """RAG outside this run: concurrent subgraphs of one node would share a checkpoint namespace."""
+    graph = METHOD_GRAPHS["rag"]
+    context = make_context(graph.context_schema, ctx)
+    return contextvars.Context().run(graph.invoke, {"question": question}, context=context)
+
+
 def answer_chosen(state: RouterState, runtime: Runtime[RouterContext]) -> dict:
     """Each chosen interpretation has one reading: answer it with RAG (concurrently), then join the answers."""
     ctx = context_of(runtime, RouterContext)
-    results = run_concurrently(lambda q: _answer_with("rag", q, ctx, detach=True), state["chosen"], ctx.max_concurrency)
+    results = run_concurrently(lambda q: _rag_detached(q, ctx), state["chosen"], ctx.max_concurrency)
     usage = UsageReport()
     passages: dict[str, Passage] = {}
     disambiguations: list[Disambiguation] = []
@@ -120,18 +125,20 @@ def answer_chosen(state: RouterState, runtime: Runtime[RouterContext]) -> dict:
     return {"answer": answer, "disambiguations": disambiguations, "passages": list(passages.values()), "usage": usage}
 
 
-def route(state: RouterState, runtime: Runtime[RouterContext]) -> Literal["rag", "disambiguate", "interpret"]:
+def route(state: RouterState, runtime: Runtime[RouterContext]) -> Literal[Method, "interpret"]:
     if state.get("ambiguity_types") in (None, [], ["N/A"]):
         return "rag"
-    return "interpret" if context_of(runtime, RouterContext).clarify else "disambiguate"
+    ctx = context_of(runtime, RouterContext)
+    return "interpret" if ctx.clarify else ctx.ambiguous_method
 
 
 def build(checkpointer: BaseCheckpointSaver | None = None) -> Any:
     """Compile the router; clarify mode needs a checkpointer (``ask --clarify`` passes a SQLite one)."""
     builder = StateGraph(RouterState, input_schema=QuestionInput, output_schema=RouterOutput, context_schema=RouterContext)
     builder.add_node("type_ambiguity", type_ambiguity)
-    builder.add_node("rag", rag)
-    builder.add_node("disambiguate", disambiguate)
+    for method in get_args(Method):
+        builder.add_node(method, delegate(method))
+        builder.add_edge(method, END)
     builder.add_node("interpret", interpret)
     builder.add_node("clarify", clarify)
     builder.add_node("answer_chosen", answer_chosen)
@@ -139,8 +146,6 @@ def build(checkpointer: BaseCheckpointSaver | None = None) -> Any:
     builder.add_conditional_edges("type_ambiguity", route)
     builder.add_edge("interpret", "clarify")
     builder.add_edge("clarify", "answer_chosen")
-    builder.add_edge("rag", END)
-    builder.add_edge("disambiguate", END)
     builder.add_edge("answer_chosen", END)
     return builder.compile(name="router", checkpointer=checkpointer)
 

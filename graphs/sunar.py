@@ -13,16 +13,16 @@ from langgraph.graph import END, START, StateGraph
 from langgraph.runtime import Runtime
 from pydantic import BaseModel, Field
 
-from agent.retrieval.bm25 import bm25_index
 from agent.context import RunContext, context_of
-from agent.steps.equivalence import get_equivalence, semantic_sets
 from agent.llm.calls import LLMOptions, Reply, ask, run_concurrently, usage_update
+from agent.llm.parsing import parse_self_ask, parse_short_answer
+from agent.retrieval.bm25 import bm25_index
 from agent.retrieval.nar import neighbourhood_rerank
 from agent.retrieval.neighbours import load_neighbours
-from agent.llm.parsing import parse_self_ask, parse_short_answer
 from agent.retrieval.rerank import DEFAULT_RERANKER, get_scorer, rerank
 from agent.schemas import Disambiguation, Passage
-from agent.state import AnswerOutput, AnswerState, QuestionInput
+from agent.state import AnswerOutput, QuestionInput
+from agent.steps.equivalence import get_equivalence, semantic_sets
 from agent.text import normalize_answer, render_passages, supporting_ids
 
 UNKNOWN = "unknown"
@@ -60,12 +60,15 @@ class Hop(BaseModel):
     frontier_passages: int = Field(default=0, description="passages of R+ that came from the neighbour frontier")
 
 
-class SunarState(AnswerState, total=False):
+class SunarOutput(AnswerOutput, total=False):
+    reasoning_path: list[Hop]
+
+
+class SunarState(QuestionInput, SunarOutput, total=False):
     sub_question: str  # the pending sub-question; '' once decompose stops
     draft_answer: str  # Self-Ask's own final answer, the fallback of meta_reason
     retrieved: list[Passage]  # R+ of the pending sub-question, best first
     nar_batches: list[dict]  # source, ids and semantic sets of each NAR batch of the pending sub-question
-    reasoning_path: list[Hop]
     evidence: list[Passage]  # the top-l passages of every sub-question so far, for the Meta Evidence Reasoner
 
 
@@ -187,7 +190,7 @@ def meta_reason(state: SunarState, runtime: Runtime[SunarContext]) -> dict:
     return {"answer": reply.value, "passages": evidence, "usage": usage_update(reply)}
 
 
-builder = StateGraph(SunarState, input_schema=QuestionInput, output_schema=AnswerOutput, context_schema=SunarContext)
+builder = StateGraph(SunarState, input_schema=QuestionInput, output_schema=SunarOutput, context_schema=SunarContext)
 builder.add_node("decompose", decompose)
 builder.add_node("nar_retrieve", nar_retrieve)
 builder.add_node("answer_sub", answer_sub)

@@ -23,15 +23,15 @@ from langgraph.types import Send
 from pydantic import BaseModel, Field
 from typing_extensions import TypedDict
 
-from agent.steps import rac
 from agent.context import RunContext, context_of
-from agent.retrieval.embeddings import embed
 from agent.llm.calls import ask, run_concurrently, usage_update
 from agent.llm.parsing import parse_true_false
-from agent.schemas import Disambiguation, Passage, TrueFalse, UsageReport
-from agent.state import AnswerOutput, AnswerState, QuestionInput
-from agent.text import normalize_answer, passage_text, supporting_ids
 from agent.llm.usage import merge_usage
+from agent.retrieval.embeddings import embed
+from agent.schemas import Disambiguation, Passage, TrueFalse, UsageReport
+from agent.state import AnswerOutput, QuestionInput
+from agent.steps import rac
+from agent.text import normalize_answer, passage_text, supporting_ids
 
 
 class TocContext(RunContext):
@@ -75,32 +75,35 @@ def collect(left: list[Expansion] | None, right: list[Expansion] | None) -> list
     return [] if right is None else [*(left or []), *right]
 
 
-class TocState(AnswerState, total=False):
-    pool: list[Passage]
-    tree: list[TreeNode]
-    frontier: list[int]
-    pending: Annotated[list[Expansion], collect]
-    expansions: int
-    failed_streak: int
+class TocOutput(AnswerOutput, total=False):
+    tree: list[TreeNode]  # BFS order; the root holds the AQ
     stop_reason: str
+    expansions: int
+
+
+class TocState(QuestionInput, TocOutput, total=False):
+    pool: list[Passage]  # the candidate pool retrieved once for the AQ
+    frontier: list[int]  # ids of the nodes the next BFS round expands
+    finished: Annotated[list[Expansion], collect]  # the current round's expansions, as they finish
+    failed_streak: int
 
 
 class ExpandInput(TypedDict):
     node: TreeNode
     root_question: str
-    candidates: list[Passage]
+    root_pool: list[Passage]
     known: list[TreeNode]
 
 
 class ExpandState(ExpandInput, total=False):
-    """Only ``pending`` and ``usage`` are shared with the parent; the other keys stay in the subgraph.
+    """Only ``finished`` and ``usage`` are shared with the parent; the other keys stay in the subgraph.
 
     (No output schema: LangGraph streams a subgraph's updates only for its output keys, which would hide ``rerank``.)
     """
 
     context: list[Passage]
     children: list[Clarification]
-    pending: list[Expansion]
+    finished: list[Expansion]
     usage: Annotated[UsageReport, merge_usage]
 
 
@@ -111,7 +114,7 @@ def rerank(state: ExpandState, runtime: Runtime[TocContext]) -> dict:
     """Sec. 3.2: passages are reranked for the current node's question; a re-expansion skips what the node read."""
     ctx = context_of(runtime, TocContext)
     seen = set(state["node"].context_ids)
-    pool = [p for p in state["candidates"] if p.id not in seen]
+    pool = [p for p in state["root_pool"] if p.id not in seen]
     if not pool:
         return {"context": []}
     scores = ctx.store().embeddings(pool) @ embed([state["node"].question])[0]
@@ -122,10 +125,10 @@ def rerank(state: ExpandState, runtime: Runtime[TocContext]) -> dict:
 def clarify(state: ExpandState, runtime: Runtime[TocContext]) -> dict:
     """RAC (Sec. 3.1): DQ/DA pairs for the node's question from its top passages; none when no passage is left."""
     if not state["context"]:
-        return {"children": [], "pending": [_expansion(state, [])]}
+        return {"children": [], "finished": [_expansion(state, [])]}
     reply = rac.extract(state["node"].question, state["context"], context_of(runtime, TocContext).llm_options())
     children = [Clarification(**pair.model_dump()) for pair in reply.value]
-    return {"children": children, "pending": [_expansion(state, children)], "usage": usage_update(reply)}
+    return {"children": children, "finished": [_expansion(state, children)], "usage": usage_update(reply)}
 
 
 def prune(state: ExpandState, runtime: Runtime[TocContext]) -> dict:
@@ -134,8 +137,8 @@ def prune(state: ExpandState, runtime: Runtime[TocContext]) -> dict:
     children = state["children"]
     duplicate = duplicate_flags(children, state["known"], ctx.duplicate_similarity)
     children = [c.model_copy(update={"pruned_by": "duplicate"}) if d else c for c, d in zip(children, duplicate)]
-    candidates = [c for c in children if not c.pruned_by]
-    evidence = best_evidence(candidates, state["candidates"], ctx)
+    to_verify = [c for c in children if not c.pruned_by]
+    evidence = best_evidence(to_verify, state["root_pool"], ctx)
     options = ctx.llm_options()
 
     def verify(pair: tuple[Clarification, Passage]):
@@ -152,10 +155,10 @@ def prune(state: ExpandState, runtime: Runtime[TocContext]) -> dict:
             answer=child.answer,
         )
 
-    replies = run_concurrently(verify, list(zip(candidates, evidence)), ctx.max_concurrency)
+    replies = run_concurrently(verify, list(zip(to_verify, evidence)), ctx.max_concurrency)
     verdicts = iter(r.value for r in replies)
     children = [c if c.pruned_by or next(verdicts) else c.model_copy(update={"pruned_by": "verification"}) for c in children]
-    return {"children": children, "pending": [_expansion(state, children)], "usage": usage_update(*replies)}
+    return {"children": children, "finished": [_expansion(state, children)], "usage": usage_update(*replies)}
 
 
 def _expansion(state: ExpandState, children: list[Clarification]) -> Expansion:
@@ -228,7 +231,7 @@ def grow(state: TocState, runtime: Runtime[TocContext]) -> dict:
     """Add the round's children in BFS order, stopping where sequential BFS would; choose the next frontier."""
     ctx = context_of(runtime, TocContext)
     tree = list(state["tree"])
-    results = {e.node_id: e for e in state["pending"]}
+    results = {e.node_id: e for e in state["finished"]}
     frontier = state["frontier"]
     duplicates = _duplicates_across(results, frontier, ctx.duplicate_similarity) if ctx.prune else set()
     streak, stop, added = state.get("failed_streak", 0), "", []
@@ -265,7 +268,7 @@ def grow(state: TocState, runtime: Runtime[TocContext]) -> dict:
     return {
         "tree": tree,
         "frontier": [] if stop else following[: ctx.max_expansions - count],
-        "pending": None,
+        "finished": None,
         "expansions": count,
         "failed_streak": streak,
         "stop_reason": stop,
@@ -285,7 +288,7 @@ def explore(state: TocState) -> list[Send] | Literal["generate"]:
         return "generate"
     known = state["tree"][1:]
     return [
-        Send("expand", {"node": state["tree"][i], "root_question": state["question"], "candidates": state["pool"], "known": known})
+        Send("expand", {"node": state["tree"][i], "root_question": state["question"], "root_pool": state["pool"], "known": known})
         for i in state["frontier"]
     ]
 
@@ -325,7 +328,7 @@ def answer_passages(nodes: list[TreeNode], pool: list[Passage], k: int) -> list[
     return [by_id[i] for i in chosen]
 
 
-builder = StateGraph(TocState, input_schema=QuestionInput, output_schema=AnswerOutput, context_schema=TocContext)
+builder = StateGraph(TocState, input_schema=QuestionInput, output_schema=TocOutput, context_schema=TocContext)
 builder.add_node("retrieve", retrieve)
 builder.add_node("expand", expand_graph)
 builder.add_node("grow", grow)

@@ -13,14 +13,14 @@ from langgraph.graph import END, START, StateGraph
 from langgraph.runtime import Runtime
 from pydantic import Field
 
-from agent.steps.consolidation import hdbscan_labels, representatives
 from agent.context import RunContext, context_of
-from agent.retrieval.embeddings import embed
 from agent.llm.calls import Reply, ask, run_concurrently, usage_update
 from agent.llm.parsing import parse_execution, parse_long_answer, parse_query
-from agent.steps.rac import render_pairs
+from agent.retrieval.embeddings import embed
 from agent.schemas import Disambiguation, Execution, Passage
-from agent.state import AnswerOutput, AnswerState, QuestionInput
+from agent.state import AnswerOutput, QuestionInput
+from agent.steps.consolidation import hdbscan_labels, representatives
+from agent.steps.rac import render_pairs
 from agent.text import passage_text, render_passages
 
 
@@ -41,12 +41,16 @@ class VerdictContext(RunContext):
     )
 
 
-class VerdictState(AnswerState, total=False):
-    relaxed_query: str
-    candidates: list[Disambiguation]  # Algorithm 1 lines 5–9: one per non-abstaining passage, in rank order
+class VerdictOutput(AnswerOutput, total=False):
+    relaxed_query: str  # Eq. 6
+    readings: list[Disambiguation]  # Algorithm 1 lines 5–9: one per non-abstaining passage, citing it, in rank order
     abstentions: int  # passages whose I_E reply was null
     unparsed: int  # passages whose I_E reply stayed unusable after retries (also dropped)
-    cluster_labels: list[int]  # HDBSCAN label per candidate; -1 = outlier
+    cluster_labels: list[int]  # HDBSCAN label per reading; -1 = outlier
+
+
+class VerdictState(QuestionInput, VerdictOutput, total=False):
+    pass
 
 
 def relax(state: VerdictState, runtime: Runtime[VerdictContext]) -> dict:
@@ -76,13 +80,13 @@ def execute(state: VerdictState, runtime: Runtime[VerdictContext]) -> dict:
         )
 
     replies = run_concurrently(one, state["passages"], ctx.max_concurrency)
-    candidates = [
+    readings = [
         Disambiguation(question=r.value.question, answer=r.value.answer, passage_ids=[p.id])
         for p, r in zip(state["passages"], replies)
         if r.value is not None  # Algorithm 1 line 8
     ]
     return {
-        "candidates": candidates,
+        "readings": readings,
         "abstentions": sum(r.parsed and r.value is None for r in replies),
         "unparsed": sum(not r.parsed for r in replies),
         "usage": usage_update(*replies),
@@ -91,13 +95,13 @@ def execute(state: VerdictState, runtime: Runtime[VerdictContext]) -> dict:
 
 def consolidate(state: VerdictState, runtime: Runtime[VerdictContext]) -> dict:
     ctx = context_of(runtime, VerdictContext)
-    candidates = state["candidates"]
-    texts = [f"{c.question} {c.answer}" if ctx.cluster_on == "question_answer" else c.question for c in candidates]
+    readings = state["readings"]
+    texts = [f"{r.question} {r.answer}" if ctx.cluster_on == "question_answer" else r.question for r in readings]
     vectors = embed(texts)  # f: the retriever's encoder, one batch
     conservative = ctx.consolidation == "conservative"
     labels = hdbscan_labels(vectors, ctx.min_cluster_size, ctx.min_samples, conservative)  # Algorithm 1 line 10
     kept = representatives(vectors, labels)  # lines 12–14: medoids; outliers dropped unless all are outliers
-    return {"disambiguations": [candidates[i] for i in kept], "cluster_labels": labels}
+    return {"disambiguations": [readings[i] for i in kept], "cluster_labels": labels}
 
 
 def answer(state: VerdictState, runtime: Runtime[VerdictContext]) -> dict:
@@ -121,7 +125,7 @@ def answer(state: VerdictState, runtime: Runtime[VerdictContext]) -> dict:
     return {"answer": " ".join([reply.value, *missing]), "usage": usage_update(reply)}  # every reading cites its passage
 
 
-builder = StateGraph(VerdictState, input_schema=QuestionInput, output_schema=AnswerOutput, context_schema=VerdictContext)
+builder = StateGraph(VerdictState, input_schema=QuestionInput, output_schema=VerdictOutput, context_schema=VerdictContext)
 builder.add_node("relax", relax)
 builder.add_node("retrieve", retrieve)
 builder.add_node("execute", execute)

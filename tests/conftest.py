@@ -62,8 +62,8 @@ def collection(home, corpus_file) -> str:
 @pytest.fixture
 def scripted():
     """Register a ScriptedChatModel; returns a factory ``scripted(script, **kw) -> (name, model)``."""
-    from agent.llm.scripted import ScriptedChatModel
     from agent.llm.factory import register_model, unregister_model
+    from agent.llm.scripted import ScriptedChatModel
 
     names = []
 

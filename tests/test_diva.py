@@ -6,10 +6,10 @@ import numpy as np
 import pytest
 
 import agent
+from agent.retrieval.ingest import ingest
 from agent.steps.ambiguity import DEMO_FILE, AmbiguityDemo, demos_for
 from agent.steps.fewshot import load_demos
-from agent.retrieval.ingest import ingest
-from graphs.diva import DivaContext, Verdict, adapt, grade_of
+from graphs.diva import DivaContext, Verification, adapt, grade_of
 from tests.conftest import SHARED_DATA
 
 QUESTION = "When did the Harry Potter film come out?"
@@ -40,9 +40,15 @@ def script(verify) -> dict:
     }
 
 
-def run(name, collection, **options):
+def run(name, collection, updates=None, **options):
     nodes = []
-    result = agent.run(QUESTION, method="diva", llm=name, collection=collection, on_node=lambda n, u, s: nodes.append(n), **options)
+
+    def seen(node, update, seconds):
+        nodes.append(node)
+        if updates is not None:
+            updates[node] = update
+
+    result = agent.run(QUESTION, method="diva", llm=name, collection=collection, on_node=seen, **options)
     return result, nodes
 
 
@@ -128,9 +134,10 @@ def test_duplicate_interpretations_are_verified_once(collection, scripted):
 
 def test_fewer_candidates_than_k_are_all_kept(collection, scripted):
     name, model = scripted(script("Yes"))
-    result, nodes = run(name, collection, pool_size=3)
+    updates = {}
+    result, nodes = run(name, collection, updates, pool_size=3)
     assert nodes == RAG_NODES
-    assert len(result.extra["candidates"]) == 3 and all(c.kept for c in result.extra["candidates"])
+    assert len(updates["prune"]["scored"]) == 3 and all(s.kept for s in updates["prune"]["scored"])
     assert len(result.extra["kept"]) == 3
     assert all(p.text in model.calls[2].user for p in result.extra["kept"])
 
@@ -198,8 +205,9 @@ def test_pruning_drops_a_passage_relevant_to_one_noisy_interpretation_only(prune
     noisy = "How is sourdough bread made?"
     interpretations = f"1: When was the world premiere of the first Harry Potter film?\n2: When was the first Harry Potter film released in US cinemas?\n3: {noisy}"
     name, _ = scripted(script("Yes") | {"interpret": interpretations})
-    result, _ = run(name, prune_collection)
-    candidates = {c.passage.id: c for c in result.extra["candidates"]}
+    updates = {}
+    result, _ = run(name, prune_collection, updates)
+    candidates = {c.passage.id: c for c in updates["prune"]["scored"]}
     assert candidates["sourdough"].retrieved_for[:1] == [2]  # Eq. 4 brought it in through the noisy reading ...
     assert not candidates["sourdough"].kept  # ... and Eq. 5 pruned it
     kept = result.extra["kept"]
@@ -213,7 +221,7 @@ def test_pruning_drops_a_passage_relevant_to_one_noisy_interpretation_only(prune
 
 def test_grade_follows_the_share_of_yes_verdicts_and_routes_useless_to_closed_book():
     def verdicts(*words):
-        return [Verdict(interpretation=f"q{i}", verdict=w, parsed=True) for i, w in enumerate(words)]
+        return [Verification(interpretation=f"q{i}", verdict=w, parsed=True) for i, w in enumerate(words)]
 
     assert grade_of(verdicts("Yes", "Yes")) == "Useful"
     assert grade_of(verdicts("Yes", "No")) == "PartialUseful"

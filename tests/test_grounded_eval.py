@@ -116,7 +116,7 @@ def test_judge_can_be_a_provider_name(scripted):
 
 
 def test_gold_pairs_and_evidence_from_an_asqa_row(collection):
-    from agent.retrieval.store import open_store
+    from agent.retrieval.collections import open_store
 
     row = {"qa_pairs": [{"question": "When was the novel published?", "short_answers": ["26 June 1997", "1997"]}]}
     pairs = gold_pairs(row)

@@ -1,17 +1,16 @@
 """The LLM factory, the call helper (parse, retry, fallback, usage) and the model-file assembly."""
 
 import socket
-import sys
 import textwrap
 
 import pytest
 
 from agent.errors import ConfigError, LLMError, LLMUnavailableError, ModelFileError
-from agent.llm.scripted import ScriptedChatModel
-from agent.llm.factory import get_chat_model, json_response_format
 from agent.llm.calls import LLMOptions, OutputError, ask, run_concurrently
-from agent.llm.gguf import GGUFModel, MODELS, ensure_gguf
+from agent.llm.factory import get_chat_model, json_response_format
+from agent.llm.gguf import MODELS, GGUFModel, ensure_gguf
 from agent.llm.parsing import parse_disambiguations, parse_yes_no
+from agent.llm.scripted import ScriptedChatModel
 from agent.schemas import ExtractedPairs
 
 

@@ -1,6 +1,5 @@
 """The walkthrough notebook executes top to bottom offline with the scripted model."""
 
-import os
 from pathlib import Path
 
 import nbformat
@@ -14,7 +13,7 @@ def test_walkthrough_runs_every_method(home, collection, monkeypatch):
     nb = nbformat.read(NOTEBOOK, as_version=4)
     NotebookClient(nb, timeout=300, kernel_name="python3", resources={"metadata": {"path": str(NOTEBOOK.parent)}}).execute()
     outputs = "".join(o.get("text", "") for cell in nb.cells if cell.cell_type == "code" for o in cell.get("outputs", []))
-    from graphs import METHODS
+    from agent.registry import METHODS
 
     for method in METHODS:
         assert f"=== {method}:" in outputs

@@ -60,3 +60,26 @@ def test_clarify_interrupts_with_the_interpretations_and_answers_the_chosen_one(
     assert final["chosen"] == ["When was the film released in US cinemas?"]
     assert final["answer"] == "It premiered on 4 November 2001."
     assert model.prompts() == ["type_ambiguity", "interpret", "rag_extract", "rag_generate"]
+
+
+@pytest.mark.parametrize(("method", "node"), [("toc", "generate"), ("verdict", "execute"), ("sunar", "decompose")])
+def test_the_router_delegates_to_any_method(collection, method, node):
+    result = agent.run(QUESTION, method="router", llm="fake", collection=collection, ambiguous_method=method)
+    assert result.extra["route"] == method and result.answer
+    assert result.usage.by_node["type_ambiguity"].calls == 1 and node in result.usage.by_node
+
+
+def test_studio_draws_every_delegated_method_as_a_subgraph():
+    from graphs.router import graph
+
+    nodes = set(graph.get_graph(xray=True).nodes)
+    assert {"diva:verify", "toc:generate", "verdict:execute", "sunar:decompose", "rag:rag_extract"} <= nodes
+
+
+def test_clarify_offers_at_most_max_interpretations(collection, scripted, tmp_path):
+    name, _ = scripted({**SCRIPT, "type_ambiguity": AMBIGUOUS})
+    context = RouterContext(llm=name, collection=collection, clarify=True, max_interpretations=1)
+    connection = sqlite3.connect(tmp_path / "checkpoints.sqlite", check_same_thread=False)
+    first = build(SqliteSaver(connection)).invoke({"question": QUESTION}, {"configurable": {"thread_id": "t"}}, context=context)
+    connection.close()
+    assert first["__interrupt__"][0].value["interpretations"] == ["When was the world premiere of the film?"]

@@ -52,7 +52,7 @@ KEY = {"X-API-Key": "sesame"}
 
 def test_health_needs_no_key_and_lists_every_method(server):
     body = httpx.get(f"{server}/health").json()
-    from graphs import METHODS
+    from agent.registry import METHODS
 
     assert body["status"] == "ok" and body["methods"] == list(METHODS) and body["llm"] == "fake"
 
@@ -76,23 +76,36 @@ def test_batch_answers_each_question(server):
     assert r.status_code == 200 and len(r.json()["output"]) == 2
 
 
-def test_stream_sends_node_updates_as_they_happen(server):
-    nodes = []
-    with httpx.stream("POST", f"{server}/rag/stream", json={"input": {"question": QUESTION}}, headers=KEY, timeout=60) as r:
+def _stream(server: str, method: str) -> list[dict]:
+    """The ``data`` events of a LangServe stream (``metadata`` and ``end`` left out)."""
+    chunks, event = [], ""
+    with httpx.stream("POST", f"{server}/{method}/stream", json={"input": {"question": QUESTION}}, headers=KEY, timeout=120) as r:
         for line in r.iter_lines():
-            if line.startswith("data:") and '"node"' in line:
-                nodes.append(json.loads(line[5:])["node"])
-    assert nodes == ["retrieve", "rag_extract", "rag_generate"]
+            if line.startswith("event:"):
+                event = line[6:].strip()
+            elif line.startswith("data:") and event == "data":
+                chunks.append(json.loads(line[5:]))
+    return chunks
+
+
+def test_stream_sends_node_updates_as_they_happen_then_the_output(server):
+    chunks = _stream(server, "rag")
+    assert [c["node"] for c in chunks[:-1]] == ["retrieve", "rag_extract", "rag_generate"]
+    assert set(chunks[-1]) == {"answer", "disambiguations", "passages", "usage"}  # what the playground shows
 
 
 def test_stream_includes_the_nodes_of_tocs_expansion_subgraph(server):
-    events = []
-    with httpx.stream("POST", f"{server}/toc/stream", json={"input": {"question": QUESTION}}, headers=KEY, timeout=120) as r:
-        for line in r.iter_lines():
-            if line.startswith("data:") and '"node"' in line:
-                events.append(json.loads(line[5:]))
+    *events, output = _stream(server, "toc")
     assert any(e["namespace"] for e in events), [e["node"] for e in events]  # inner nodes of the expansion subgraph
     assert events[-1]["node"] == "generate" and events[-1]["update"]["answer"]
+    assert output["tree"] and output["stop_reason"] and output["answer"] == events[-1]["update"]["answer"]
+
+
+def test_invoke_returns_the_methods_own_fields_and_nothing_internal(server):
+    r = httpx.post(f"{server}/toc/invoke", json={"input": {"question": QUESTION}}, headers=KEY, timeout=120)
+    output = r.json()["output"]
+    assert {"tree", "stop_reason", "expansions"} <= set(output) and not {"pool", "frontier", "finished"} & set(output)
+    assert set(output) <= set(httpx.get(f"{server}/toc/output_schema", headers=KEY).json()["properties"])
 
 
 def test_schemas_are_served(server):

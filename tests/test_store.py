@@ -5,8 +5,8 @@ import json
 import pytest
 
 from agent.errors import CollectionError, IngestError
+from agent.retrieval.collections import open_store
 from agent.retrieval.ingest import ingest
-from agent.retrieval.store import open_store
 from tests.conftest import PASSAGES
 
 

@@ -10,7 +10,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from graphs import METHODS
+from agent.registry import METHODS, load_graph
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -63,3 +63,6 @@ def test_studio_server_runs_each_graph(studio, method):
     output = r.json()
     assert output.get("answer"), output
     assert output["usage"]["total"]["calls"] >= 1
+    assert set(output) <= set(load_graph(method).get_output_jsonschema()["properties"])  # the declared output, no more
+    if method == "toc":
+        assert output["tree"] and output["stop_reason"]

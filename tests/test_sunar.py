@@ -4,23 +4,23 @@ Real Chroma, real MiniLM embeddings, the real cross-encoder; the scripted model 
 """
 
 import json
+import os
 import subprocess
 import sys
-import os
 
 import numpy as np
 import pytest
 
 import agent
-from agent.retrieval.bm25 import bm25_index
-from agent.steps.equivalence import LLMEquivalence, TokenEquivalence, get_equivalence, normalize, semantic_sets
 from agent.errors import ConfigError
 from agent.llm.calls import LLMOptions
+from agent.llm.parsing import ParseError, parse_self_ask, parse_short_answer
+from agent.retrieval.bm25 import bm25_index
+from agent.retrieval.collections import open_store
 from agent.retrieval.nar import neighbourhood_rerank
 from agent.retrieval.neighbours import build_neighbours, graph_path, load_neighbours, nearest_neighbours
-from agent.llm.parsing import ParseError, parse_self_ask, parse_short_answer
 from agent.retrieval.rerank import get_scorer, rerank
-from agent.retrieval.store import open_store
+from agent.steps.equivalence import LLMEquivalence, TokenEquivalence, get_equivalence, normalize, semantic_sets
 
 QUESTION = "Which river flows through the capital city of Zorbania?"
 SUB_QUESTION = "What is the capital city of Zorbania?"
@@ -278,14 +278,22 @@ def test_more_semantic_sets_lower_the_retrieved_scores(planted, scripted):
     def run(samples: list[str]):
         name, _ = scripted({"sunar_decompose": ["Follow up: " + SUB_QUESTION, "So the final answer is: Velmora"],
                             "sunar_answer_sub": _cycle(samples), "sunar_meta_reason": "Answer: Velmora"})  # fmt: skip
-        return agent.run(QUESTION, method="sunar", llm=name, collection=planted, batch_size=3, budget=6, samples=4)
+        retrieved = []  # R+ as nar_retrieve's update carries it
 
-    consistent = run(["Answer: Velmora"])
-    uncertain = run(["Answer: Velmora", "Answer: Ostra", "Answer: the Paris.", "Answer: Vienna"])  # 4 per batch
+        def seen(node, update, seconds):
+            if node == "nar_retrieve":
+                retrieved.extend(update["retrieved"])
+
+        result = agent.run(QUESTION, method="sunar", llm=name, collection=planted, batch_size=3, budget=6, samples=4,
+                           on_node=seen)  # fmt: skip
+        return result, retrieved
+
+    consistent, consistent_retrieved = run(["Answer: Velmora"])
+    uncertain, uncertain_retrieved = run(["Answer: Velmora", "Answer: Ostra", "Answer: the Paris.", "Answer: Vienna"])
     assert consistent.extra["reasoning_path"][0].semantic_sets == [1, 1]
-    assert uncertain.extra["reasoning_path"][0].semantic_sets == [4, 4]
-    scores = {p.id: p.score for p in consistent.extra["retrieved"]}
-    for p in uncertain.extra["retrieved"]:
+    assert uncertain.extra["reasoning_path"][0].semantic_sets == [4, 4]  # 4 per batch
+    scores = {p.id: p.score for p in consistent_retrieved}
+    for p in uncertain_retrieved:
         assert p.score == pytest.approx(scores[p.id] / 4, abs=1e-5)
 
 

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 import agent
-from graphs import METHODS
+from agent.registry import METHODS
 
 AQ = "Who won the last olympic men's hockey?"
 
@@ -201,14 +201,16 @@ def test_each_expansion_reranks_the_pool_for_its_own_question(hockey, scripted):
     assert len(child.context_ids) == 5 and set(child.context_ids) <= {p[0] for p in PASSAGES}
 
 
-def test_toc_is_registered_and_exports_the_shared_contract():
+def test_toc_is_registered_and_exports_the_shared_contract_and_its_tree():
     from graphs.toc import graph
 
     assert "toc" in METHODS
     langgraph = json.loads((Path(__file__).resolve().parents[1] / "langgraph.json").read_text())
     assert langgraph["graphs"]["toc"] == "./graphs/toc.py:graph"
     assert graph.get_input_jsonschema()["required"] == ["question"]
-    assert set(graph.get_output_jsonschema()["properties"]) == {"answer", "disambiguations", "passages", "usage"}
+    assert set(graph.get_output_jsonschema()["properties"]) == {
+        "answer", "disambiguations", "passages", "usage", "tree", "stop_reason", "expansions",
+    }  # fmt: skip
     assert {"rerank", "clarify", "prune"} <= set(graph.get_graph(xray=True).nodes) | {
         n.split(":")[-1] for n in graph.get_graph(xray=True).nodes
     }

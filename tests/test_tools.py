@@ -4,8 +4,8 @@ from langchain_core.messages import AIMessage, ToolMessage
 from langgraph.prebuilt import create_react_agent
 
 from agent.llm.scripted import ScriptedChatModel
+from agent.registry import METHODS
 from agent.surfaces.tools import all_tools, as_tool
-from graphs import METHODS
 
 METHOD = "diva"  # the method whose tool the agent calls
 QUESTION = "When did the Harry Potter film come out?"

@@ -3,9 +3,10 @@
 import re
 
 import numpy as np
+
 import agent
-from agent.steps.consolidation import OUTLIER, hdbscan_labels, medoid, representatives
 from agent.retrieval.embeddings import embed
+from agent.steps.consolidation import OUTLIER, hdbscan_labels, medoid, representatives
 from tests.conftest import PASSAGES
 
 QUESTION = "When did the Harry Potter film come out?"
@@ -53,8 +54,8 @@ def test_retrieval_uses_the_relaxed_query_once(collection, scripted):
 
 def test_abstaining_passages_produce_no_interpretation_and_are_counted(collection, scripted):
     result, _ = run_verdict(collection, scripted, {"hp-premiere": PREMIERE, "hp-us": US, "hp-book": BOOK})
-    candidates = result.extra["candidates"]
-    assert sorted(c.passage_ids[0] for c in candidates) == ["hp-book", "hp-premiere", "hp-us"]
+    readings = result.extra["readings"]
+    assert sorted(c.passage_ids[0] for c in readings) == ["hp-book", "hp-premiere", "hp-us"]
     assert result.extra["abstentions"] == 3 and result.extra["unparsed"] == 0
     cited = {pid for d in result.disambiguations for pid in d.passage_ids}
     assert cited <= {"hp-book", "hp-premiere", "hp-us"}
@@ -116,7 +117,7 @@ def test_execution_fans_out_concurrently(collection, scripted):
 
 def test_unusable_execution_is_dropped_and_counted_separately(collection, scripted):
     result, model = run_verdict(collection, scripted, {"hp-premiere": "I cannot tell.", "hp-us": US}, retries=1)
-    assert [c.passage_ids for c in result.extra["candidates"]] == [["hp-us"]]
+    assert [c.passage_ids for c in result.extra["readings"]] == [["hp-us"]]
     assert result.extra["unparsed"] == 1 and result.extra["abstentions"] == 4
     assert model.prompts().count("verdict_execute") == 7  # one retry for the unusable reply
 
@@ -158,11 +159,14 @@ def test_hdbscan_needs_two_items_and_medoid_maximises_summed_similarity():
     assert representatives(vectors, [0, 0, OUTLIER, 1]) == [0, 3]
 
 
-def test_verdict_exports_the_shared_contract():
+def test_verdict_exports_the_shared_contract_and_its_readings():
     from graphs.verdict import graph
 
     assert graph.get_input_jsonschema()["required"] == ["question"]
-    assert set(graph.get_output_jsonschema()["properties"]) == {"answer", "disambiguations", "passages", "usage"}
+    assert set(graph.get_output_jsonschema()["properties"]) == {
+        "answer", "disambiguations", "passages", "usage",
+        "relaxed_query", "readings", "abstentions", "unparsed", "cluster_labels",
+    }  # fmt: skip
 
 
 def test_demo_model_runs_verdict_offline(collection):

@@ -35,7 +35,7 @@ def ingest_rate(corpus: Path, sample: int = 512) -> dict[str, float]:
 
 
 def retrieval_latency(collection: str, questions: list[str], k: int = 5) -> dict[str, float]:
-    from agent.retrieval.store import open_store
+    from agent.retrieval.collections import open_store
 
     store = open_store(collection)
     store.search(questions[0], k)  # load the encoder before timing
@@ -96,23 +96,24 @@ def oracle_mrecall(collection: str, examples: list[Any], k: int = 5) -> dict[str
     from langgraph.runtime import Runtime
 
     from agent.eval.metrics import answer_coverage, mrecall_at_k
-    from agent.retrieval.store import open_store
-    from graphs.diva import DivaContext, prune, retrieve
+    from agent.registry import method_module
+    from agent.retrieval.collections import open_store
 
+    diva = method_module("diva")  # the graph's own retrieve and prune nodes
     store = open_store(collection)
-    runtime = Runtime(context=DivaContext(collection=collection, top_k=k))
+    runtime = Runtime(context=diva.DivaContext(collection=collection, top_k=k))
     rows = [e for e in examples if e.qa_pairs]
     vanilla_hits = store.search_many([e.question for e in rows], k)
     vanilla, oracle, vanilla_cov, oracle_cov = [], [], [], []
     for example, hits in zip(rows, vanilla_hits):
         state: dict[str, Any] = {"question": example.question, "interpretations": [p.question for p in example.qa_pairs]}
-        state.update(retrieve(state, runtime))
-        kept = prune(state, runtime)["kept"]
+        state.update(diva.retrieve(state, runtime))
+        kept = diva.prune(state, runtime)["kept"]
         golds = example.short_answers
-        vanilla.append(mrecall_at_k([f"{p.title} {p.text}" for p in hits], golds, k))
-        oracle.append(mrecall_at_k([f"{p.title} {p.text}" for p in kept], golds, k))
-        vanilla_cov.append(answer_coverage([f"{p.title} {p.text}" for p in hits], golds))
-        oracle_cov.append(answer_coverage([f"{p.title} {p.text}" for p in kept], golds))
+        vanilla.append(mrecall_at_k([p.full_text for p in hits], golds, k))
+        oracle.append(mrecall_at_k([p.full_text for p in kept], golds, k))
+        vanilla_cov.append(answer_coverage([p.full_text for p in hits], golds))
+        oracle_cov.append(answer_coverage([p.full_text for p in kept], golds))
     mean = lambda xs: round(statistics.fmean(xs), 4) if xs else 0.0  # noqa: E731
     return {
         "questions": len(rows),
@@ -146,15 +147,17 @@ def nar_recall(
     recorded (same collection, k and LLM) are not run again: a long ASU run can be stopped and resumed."""
     from langgraph.runtime import Runtime
 
-    from agent.retrieval.bm25 import bm25_index
     from agent.eval.metrics import support_recall
-    from agent.retrieval.store import open_store
-    from graphs.sunar import SunarContext, nar_retrieve
+    from agent.registry import method_module
+    from agent.retrieval.bm25 import bm25_index
+    from agent.retrieval.collections import open_store
+
+    sunar = method_module("sunar")  # the graph's own nar_retrieve node
 
     rows = [e for e in examples if e.supporting_ids]
     index = bm25_index(open_store(collection))
     variants = {"nar": False} | ({"nar_asu": True} if llm else {})
-    contexts = {name: SunarContext(collection=collection, llm=llm or "", asu=asu) for name, asu in variants.items()}
+    contexts = {name: sunar.SunarContext(collection=collection, llm=llm or "", asu=asu) for name, asu in variants.items()}
     key = {"collection": collection, "k": k, "llm": llm or ""}
     done = _recorded_nar_rows(record, key)
     if record:
@@ -174,7 +177,7 @@ def nar_recall(
         top: dict[str, list[str]] = {}
         for name, context in contexts.items():
             start = time.perf_counter()
-            update = nar_retrieve({"question": example.question, "sub_question": example.question}, Runtime(context=context))
+            update = sunar.nar_retrieve({"question": example.question, "sub_question": example.question}, Runtime(context=context))
             row[f"{name}_seconds"] = round(time.perf_counter() - start, 3)
             top[name] = [p.id for p in update["retrieved"][:k]]
             row[name] = support_recall(top[name], example.supporting_ids)

@@ -13,20 +13,17 @@
 
 from __future__ import annotations
 
-import itertools
 from collections.abc import Sequence
 
 from langchain_core.language_models import BaseChatModel
 from pydantic import BaseModel, Field
 
-from agent.llm.factory import register_model
 from agent.llm.calls import LLMOptions, Reply, ask, run_concurrently
+from agent.llm.factory import model_name
 from agent.llm.parsing import parse_decisions, parse_numbered_list, parse_yes_no
-from agent.schemas import Decisions, Disambiguation, NodeUsage, Passage, QAPair, YesNo
 from agent.retrieval.store import Store
+from agent.schemas import Decisions, Disambiguation, NodeUsage, Passage, QAPair, YesNo
 from agent.text import passage_text, render_passages
-
-_judge_ids = itertools.count(1)
 
 
 class GroundedScores(BaseModel):
@@ -45,12 +42,8 @@ class GroundedScores(BaseModel):
     usage: NodeUsage = Field(default_factory=NodeUsage, description="the judge's calls and tokens")
 
 
-def judge_options(judge: str | BaseChatModel | None = None, max_tokens: int = 200, retries: int = 2) -> LLMOptions:
-    """Options for the judge: any provider name or LangChain chat model, greedy decoding."""
-    if isinstance(judge, BaseChatModel):
-        name = f"judge-{next(_judge_ids)}"
-        register_model(name, judge)
-        judge = name
+def judge_options(judge: str | None = None, max_tokens: int = 200, retries: int = 2) -> LLMOptions:
+    """Options for the judge (a provider name), greedy decoding."""
     return LLMOptions(llm=judge or None, temperature=0.0, max_tokens=max_tokens, structured=True, retries=retries)
 
 
@@ -106,7 +99,7 @@ def distinct(question: str, questions: Sequence[str], options: LLMOptions) -> Re
         question=question,
         questions="\n".join(f"{i}. {q}" for i, q in enumerate(questions, 1)),
     )
-    return Reply(min(len(reply.value), len(questions)), reply.text, reply.usage, reply.attempts, reply.parsed)
+    return reply.with_value(min(len(reply.value), len(questions)))
 
 
 def _ratio(hits: int, total: int) -> float | None:
@@ -123,7 +116,19 @@ def evaluate_grounded(
     max_concurrency: int = 4,
 ) -> GroundedScores:
     """Score one question's predicted interpretations; ``evidence[j]`` grounds gold j (default: ``passages``)."""
-    options = judge_options(judge)
+    with model_name(judge) as name:
+        return _score(question, predictions, passages, gold, judge_options(name), evidence, max_concurrency)
+
+
+def _score(
+    question: str,
+    predictions: Sequence[Disambiguation],
+    passages: Sequence[Passage],
+    gold: Sequence[QAPair],
+    options: LLMOptions,
+    evidence: Sequence[Sequence[Passage]] | None,
+    max_concurrency: int,
+) -> GroundedScores:
     by_id = {p.id: p for p in passages}
 
     def grounding(d: Disambiguation) -> list[Passage]:

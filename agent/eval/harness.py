@@ -55,22 +55,14 @@ def parse_setting(text: str) -> tuple[str, str, Any]:
 
 
 def _check_options(method: str, options: dict[str, Any]) -> None:
-    from pydantic import ValidationError
+    from agent.context import make_context
+    from agent.registry import load_graph
 
-    from agent.runner import load_graph
-
-    schema = load_graph(method).context_schema
-    unknown = sorted(set(options) - set(schema.model_fields))
-    if unknown:
-        raise ConfigError(f"{method} has no option {', '.join(unknown)}; its options: {', '.join(schema.model_fields)}")
-    try:
-        schema(**options)
-    except ValidationError as exc:
-        raise ConfigError(f"bad {method} option: {exc.errors()[0]['loc'][0]} {exc.errors()[0]['msg']}") from exc
+    make_context(load_graph(method).context_schema, options, strict=True, owner=method)
 
 
 def score(example: Example, result: RunResult, reader: m.Reader | None = None) -> dict[str, float]:
-    texts = [f"{p.title} {p.text}" for p in result.passages]
+    texts = [p.full_text for p in result.passages]
     if example.kind == "asqa":
         golds = example.short_answers
         scores = {
@@ -99,8 +91,8 @@ def grounded_metrics(example: Example, result: RunResult, judge: str, collection
     for each method and question: the grounded gold interpretations plus that method's verified predictions.
     """
     from agent.eval.grounded import evaluate_grounded, gold_evidence
+    from agent.retrieval.collections import open_store
     from agent.schemas import QAPair
-    from agent.retrieval.store import open_store
 
     gold = [QAPair(question=p.question, answer=" / ".join(p.short_answers)) for p in example.qa_pairs]
     evidence = gold_evidence(open_store(collection), gold)
@@ -198,7 +190,7 @@ def _done(results_path: Path) -> set[tuple[str, str]]:
 
 
 def evaluate(config: EvalConfig, progress: bool = True, log: Callable[[str], None] = print) -> dict[str, Any]:
-    from agent.runner import load_graph
+    from agent.registry import load_graph
 
     for method in config.methods:
         load_graph(method)  # unknown methods and options fail before any work

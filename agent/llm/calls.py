@@ -22,8 +22,8 @@ from agent.errors import LLMError, LLMUnavailableError
 from agent.llm.factory import get_chat_model, json_response_format
 from agent.llm.parsing import ParseError
 from agent.llm.prompts import render
-from agent.schemas import NodeUsage, UsageReport
 from agent.llm.usage import call_usage, node_usage
+from agent.schemas import NodeUsage, UsageReport
 
 T = TypeVar("T")
 R = TypeVar("R")
@@ -51,6 +51,10 @@ class Reply(Generic[T]):
     usage: NodeUsage = field(default_factory=NodeUsage)
     attempts: int = 1
     parsed: bool = True
+
+    def with_value(self, value: R) -> Reply[R]:
+        """The same reply carrying a value derived from this one's (e.g. parsed pairs made into disambiguations)."""
+        return Reply(value, self.text, self.usage, self.attempts, self.parsed)
 
 
 def _schema_hint(schema: type[BaseModel]) -> str:

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import itertools
 import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 from langchain_core.language_models import BaseChatModel
 
@@ -14,6 +17,7 @@ PROVIDERS = ("local", "openai", "fake")
 _registry: dict[str, BaseChatModel] = {}
 _local_models: dict[str, BaseChatModel] = {}
 _lock = threading.Lock()
+_model_ids = itertools.count(1)
 
 
 def register_model(name: str, model: BaseChatModel) -> None:
@@ -25,6 +29,20 @@ def register_model(name: str, model: BaseChatModel) -> None:
 def unregister_model(name: str) -> None:
     with _lock:
         _registry.pop(name, None)
+
+
+@contextmanager
+def model_name(llm: str | BaseChatModel | None) -> Iterator[str | None]:
+    """The provider name to put in a run's context; a chat model object is registered for the block, then dropped."""
+    if not isinstance(llm, BaseChatModel):
+        yield llm
+        return
+    name = f"model-{next(_model_ids)}"
+    register_model(name, llm)
+    try:
+        yield name
+    finally:
+        unregister_model(name)
 
 
 def _openai_compatible(base_url: str | None, api_key: str, model: str, settings: Settings, llama_cpp: bool = False) -> BaseChatModel:

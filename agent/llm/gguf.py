@@ -65,14 +65,6 @@ def part_paths(model: GGUFModel) -> list[Path]:
     return paths
 
 
-def _sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with path.open("rb") as f:
-        for block in iter(lambda: f.read(1 << 22), b""):
-            digest.update(block)
-    return digest.hexdigest()
-
-
 def ensure_gguf(model_key: str, model_dir: Path) -> Path:
     """Return the verified GGUF path, concatenating the parts first if the cache lacks it."""
     if model_key not in MODELS:

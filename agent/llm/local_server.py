@@ -28,7 +28,7 @@ from agent.llm.gguf import ensure_gguf
 from agent.settings import Settings
 
 _lock = threading.Lock()
-_servers: dict[str, "LocalServer"] = {}
+_servers: dict[str, LocalServer] = {}
 
 
 def _die_with_parent() -> None:

@@ -2,21 +2,20 @@
 
 from __future__ import annotations
 
-from functools import lru_cache
+from functools import cache
 from string import Template
 
 from langchain_core.messages import BaseMessage, HumanMessage, SystemMessage
 
-from agent.settings import REPO_ROOT
+from agent.resources import prompt_file
 
-PROMPTS_DIR = REPO_ROOT / "prompts"
 USER_MARKER = "<<<user>>>"
 
 
-@lru_cache(maxsize=None)
+@cache
 def load_prompt(name: str) -> tuple[Template, Template]:
     """Return the (system, user) templates of ``prompts/<name>.txt``; ``$var`` placeholders."""
-    path = PROMPTS_DIR / f"{name}.txt"
+    path = prompt_file(name)
     if not path.is_file():
         raise FileNotFoundError(f"prompt '{name}' not found at {path}")
     text = path.read_text(encoding="utf-8")

@@ -20,7 +20,6 @@ from langchain_core.outputs import ChatGeneration, ChatResult
 from pydantic import ConfigDict, Field, PrivateAttr
 
 
-
 @dataclass
 class ScriptedCall:
     prompt: str
@@ -68,7 +67,7 @@ class ScriptedChatModel(BaseChatModel):
     def prompts(self) -> list[str]:
         return [c.prompt for c in sorted(self._calls, key=lambda c: c.started)]
 
-    def bind_tools(self, tools: Any, **kwargs: Any) -> "ScriptedChatModel":
+    def bind_tools(self, tools: Any, **kwargs: Any) -> ScriptedChatModel:
         """Tools are the script's business: replies may be ``AIMessage``s with ``tool_calls``."""
         return self
 

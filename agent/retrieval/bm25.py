@@ -7,11 +7,11 @@ import threading
 
 import numpy as np
 
-from agent.schemas import Passage
 from agent.retrieval.store import Store
+from agent.schemas import Passage
 
 _TOKEN = re.compile(r"\w+")
-_cache: dict[tuple[str, int], "BM25Index"] = {}
+_cache: dict[tuple[str, int], BM25Index] = {}
 _lock = threading.Lock()
 
 
@@ -24,7 +24,7 @@ class BM25Index:
         from rank_bm25 import BM25Okapi
 
         self.passages = passages
-        self._bm25 = BM25Okapi([tokenize(f"{p.title} {p.text}") for p in passages])
+        self._bm25 = BM25Okapi([tokenize(p.full_text) for p in passages])
 
     def search(self, query: str, k: int) -> list[Passage]:
         scores = self._bm25.get_scores(tokenize(query))

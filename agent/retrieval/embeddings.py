@@ -16,11 +16,12 @@ from agent.errors import ConfigError
 if TYPE_CHECKING:
     from sentence_transformers import SentenceTransformer
 
+EMBEDDING_DIM = 384  # all-MiniLM-L6-v2
 _encode_lock = threading.Lock()
 
 
 @lru_cache(maxsize=1)
-def load_encoder() -> "SentenceTransformer":
+def load_encoder() -> SentenceTransformer:
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
     os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
@@ -37,7 +38,7 @@ def load_encoder() -> "SentenceTransformer":
 def embed(texts: list[str], batch_size: int = 32) -> np.ndarray:
     """Unit-normalised float32 embeddings, one row per text (cosine similarity = dot product)."""
     if not texts:
-        return np.zeros((0, 384), dtype=np.float32)
+        return np.zeros((0, EMBEDDING_DIM), dtype=np.float32)
     import torch
 
     with _encode_lock:  # one torch forward at a time; threads share the model
@@ -71,7 +72,7 @@ class MiniLMEmbeddingFunction(EmbeddingFunction[Documents]):
         return ["cosine", "ip", "l2"]
 
     @staticmethod
-    def build_from_config(config: dict[str, Any]) -> "MiniLMEmbeddingFunction":
+    def build_from_config(config: dict[str, Any]) -> MiniLMEmbeddingFunction:
         return MiniLMEmbeddingFunction()
 
     def get_config(self) -> dict[str, Any]:

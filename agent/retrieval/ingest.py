@@ -8,10 +8,11 @@ from pathlib import Path
 
 from pydantic import BaseModel, ValidationError
 
-from agent.retrieval.embeddings import MiniLMEmbeddingFunction, embed
 from agent.errors import IngestError
+from agent.retrieval.embeddings import MiniLMEmbeddingFunction, embed
+from agent.retrieval.store import PAGE_SIZE, content_id, get_client
+from agent.schemas import titled_text
 from agent.settings import Settings, get_settings
-from agent.retrieval.store import content_id, get_client
 
 
 class CorpusRecord(BaseModel):
@@ -69,8 +70,8 @@ def ingest(
     )
     keys = list(unique)
     existing: set[str] = set()
-    for i in range(0, len(keys), 5000):
-        existing.update(coll.get(ids=keys[i : i + 5000], include=[])["ids"])
+    for i in range(0, len(keys), PAGE_SIZE):
+        existing.update(coll.get(ids=keys[i : i + PAGE_SIZE], include=[])["ids"])
     todo = [k for k in keys if k not in existing]
 
     bar = None
@@ -85,7 +86,7 @@ def ingest(
             coll.add(
                 ids=todo[i : i + batch_size],
                 documents=[r.text for r in batch],
-                embeddings=list(embed([f"{r.title} | {r.text}" if r.title else r.text for r in batch])),
+                embeddings=list(embed([titled_text(r.title, r.text) for r in batch])),
                 metadatas=[{"doc_id": r.id, "title": r.title, "source": r.source} for r in batch],
             )
             added += len(batch)

@@ -14,10 +14,11 @@ from pathlib import Path
 
 import numpy as np
 
-from agent.settings import Settings, get_settings
+from agent.retrieval.embeddings import EMBEDDING_DIM
 from agent.retrieval.store import Store
+from agent.settings import Settings, get_settings
 
-_cache: dict[Path, "NeighbourGraph"] = {}
+_cache: dict[Path, NeighbourGraph] = {}
 _lock = threading.Lock()
 
 
@@ -44,15 +45,14 @@ class NeighbourGraph:
         return [(str(self.ids[j]), float(s)) for j, s in zip(self.neighbours[row], self.similarities[row])]
 
 
-def stored_embeddings(store: Store, batch_size: int = 5000) -> tuple[np.ndarray, np.ndarray]:
+def stored_embeddings(store: Store) -> tuple[np.ndarray, np.ndarray]:
     """(ids, unit embeddings) of every passage, read from the collection in pages."""
     ids: list[str] = []
     vectors: list[np.ndarray] = []
-    for offset in range(0, store.count(), batch_size):
-        got = store.collection.get(include=["embeddings", "metadatas"], limit=batch_size, offset=offset)
-        ids += [m["doc_id"] for m in got["metadatas"]]
-        vectors.append(np.asarray(got["embeddings"], dtype=np.float32))
-    matrix = np.concatenate(vectors) if vectors else np.zeros((0, 384), dtype=np.float32)
+    for page in store.pages(["embeddings", "metadatas"]):
+        ids += [m["doc_id"] for m in page["metadatas"]]
+        vectors.append(np.asarray(page["embeddings"], dtype=np.float32))
+    matrix = np.concatenate(vectors) if vectors else np.zeros((0, EMBEDDING_DIM), dtype=np.float32)
     norms = np.linalg.norm(matrix, axis=1, keepdims=True)
     return np.asarray(ids), matrix / np.maximum(norms, 1e-12)
 

@@ -63,7 +63,7 @@ class OnnxCrossEncoder:
         scores: list[float] = []
         for start in range(0, len(passages), self._batch_size):
             batch = passages[start : start + self._batch_size]
-            encoded = self._tokenizer.encode_batch([(query, f"{p.title} | {p.text}" if p.title else p.text) for p in batch])
+            encoded = self._tokenizer.encode_batch([(query, p.full_text) for p in batch])
             feeds = {
                 "input_ids": np.asarray([e.ids for e in encoded], dtype=np.int64),
                 "attention_mask": np.asarray([e.attention_mask for e in encoded], dtype=np.int64),
@@ -76,15 +76,13 @@ class OnnxCrossEncoder:
 
 
 _registry: dict[str, Scorer] = {}
+_registry_lock = threading.Lock()
 
 
 def register_scorer(name: str, scorer: Scorer) -> None:
     """Make ``scorer`` selectable by name (the ``reranker`` context field), e.g. another cross-encoder."""
-    _registry[name] = scorer
-
-
-def unregister_scorer(name: str) -> None:
-    _registry.pop(name, None)
+    with _registry_lock:
+        _registry[name] = scorer
 
 
 @lru_cache(maxsize=1)
@@ -93,8 +91,10 @@ def _default_scorer() -> OnnxCrossEncoder:
 
 
 def get_scorer(name: str = DEFAULT_RERANKER) -> Scorer:
-    if name in _registry:
-        return _registry[name]
+    with _registry_lock:
+        scorer = _registry.get(name)
+    if scorer is not None:
+        return scorer
     if name == DEFAULT_RERANKER:
         return _default_scorer()
     raise ConfigError(f"unknown reranker '{name}': use '{DEFAULT_RERANKER}' or register one with agent.retrieval.rerank.register_scorer")

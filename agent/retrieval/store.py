@@ -3,25 +3,23 @@
 from __future__ import annotations
 
 import hashlib
-import threading
+from collections.abc import Iterator
 from functools import lru_cache
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 from urllib.parse import urlparse
 
 import numpy as np
 
-from agent.retrieval.embeddings import MiniLMEmbeddingFunction, embed
 from agent.errors import CollectionError
+from agent.retrieval.embeddings import EMBEDDING_DIM, embed
 from agent.schemas import Passage
-from agent.settings import REPO_ROOT, Settings, get_settings
+from agent.settings import Settings, get_settings
 
 if TYPE_CHECKING:
     from chromadb.api import ClientAPI
     from chromadb.api.models.Collection import Collection
 
-DEMO_COLLECTION = "demo"
-DEMO_CORPUS = REPO_ROOT / "data" / "demo" / "corpus.jsonl"
-_demo_lock = threading.Lock()
+PAGE_SIZE = 5000  # rows per Chroma get(): large collections are read in pages
 
 
 def content_id(title: str, text: str) -> str:
@@ -30,7 +28,7 @@ def content_id(title: str, text: str) -> str:
 
 
 @lru_cache(maxsize=8)
-def _client(path: str | None, url: str | None) -> "ClientAPI":
+def _client(path: str | None, url: str | None) -> ClientAPI:
     import chromadb
     from chromadb.config import Settings as ChromaSettings
 
@@ -52,7 +50,7 @@ def _client(path: str | None, url: str | None) -> "ClientAPI":
     return chromadb.PersistentClient(path=path, settings=chroma_settings)
 
 
-def get_client(settings: Settings | None = None) -> "ClientAPI":
+def get_client(settings: Settings | None = None) -> ClientAPI:
     settings = settings or get_settings()
     if settings.chroma_url:
         return _client(None, settings.chroma_url)
@@ -63,7 +61,7 @@ def get_client(settings: Settings | None = None) -> "ClientAPI":
 class Store:
     """Search and read one collection; passages come back as ``Passage`` with cosine similarity scores."""
 
-    def __init__(self, collection: "Collection"):
+    def __init__(self, collection: Collection):
         self.collection = collection
         self.name = collection.name
 
@@ -92,7 +90,7 @@ class Store:
     def embeddings(self, passages: list[Passage]) -> np.ndarray:
         """Stored embeddings of these passages (never re-embedded), row i for passage i."""
         if not passages:
-            return np.zeros((0, 384), dtype=np.float32)
+            return np.zeros((0, EMBEDDING_DIM), dtype=np.float32)
         keys = [content_id(p.title, p.text) for p in passages]
         got = self.collection.get(ids=keys, include=["embeddings"])
         by_key = dict(zip(got["ids"], got["embeddings"]))
@@ -101,43 +99,14 @@ class Store:
             raise CollectionError(f"passages {missing[:3]} are not in collection '{self.name}'")
         return np.asarray([by_key[key] for key in keys], dtype=np.float32)
 
-    def all_passages(self, batch_size: int = 5000) -> list[Passage]:
-        passages: list[Passage] = []
-        for offset in range(0, self.count(), batch_size):
-            got = self.collection.get(include=["documents", "metadatas"], limit=batch_size, offset=offset)
-            passages += [
-                Passage(id=m["doc_id"], title=m.get("title", ""), text=doc)
-                for doc, m in zip(got["documents"], got["metadatas"])
-            ]
-        return passages
+    def pages(self, include: list[str]) -> Iterator[dict[str, Any]]:
+        """Every stored row, ``PAGE_SIZE`` at a time (Chroma's ``get`` result per page)."""
+        for offset in range(0, self.count(), PAGE_SIZE):
+            yield self.collection.get(include=include, limit=PAGE_SIZE, offset=offset)
 
-
-def open_store(name: str | None = None, settings: Settings | None = None) -> Store:
-    """Open a collection for reading; the demo collection is ingested from the repo on first use."""
-    settings = settings or get_settings()
-    name = name or settings.collection
-    client = get_client(settings)
-    if name == DEMO_COLLECTION:
-        _ensure_demo(client, settings)
-    try:
-        collection = client.get_collection(name, embedding_function=MiniLMEmbeddingFunction())
-    except Exception as exc:  # chromadb raises NotFoundError / ValueError depending on client type
-        if "does not exist" in str(exc) or "not found" in str(exc).lower():
-            raise CollectionError(
-                f"collection '{name}' does not exist: run `ambigqa ingest CORPUS.jsonl --collection {name}` first"
-            ) from None
-        raise CollectionError(f"cannot open collection '{name}': {exc}") from exc
-    store = Store(collection)
-    if store.count() == 0:
-        raise CollectionError(f"collection '{name}' is empty: run `ambigqa ingest CORPUS.jsonl --collection {name}` first")
-    return store
-
-
-def _ensure_demo(client: "ClientAPI", settings: Settings) -> None:
-    from agent.retrieval.ingest import ingest
-
-    with _demo_lock:
-        names = {c if isinstance(c, str) else c.name for c in client.list_collections()}
-        if DEMO_COLLECTION in names and client.get_collection(DEMO_COLLECTION, embedding_function=MiniLMEmbeddingFunction()).count() > 0:
-            return
-        ingest(DEMO_CORPUS, DEMO_COLLECTION, settings=settings, progress=False)
+    def all_passages(self) -> list[Passage]:
+        return [
+            Passage(id=m["doc_id"], title=m.get("title", ""), text=doc)
+            for page in self.pages(["documents", "metadatas"])
+            for doc, m in zip(page["documents"], page["metadatas"])
+        ]

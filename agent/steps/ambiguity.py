@@ -7,10 +7,10 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from agent.steps.fewshot import Demo, Selection, select_demos
 from agent.llm.calls import LLMOptions, Reply, ask
 from agent.llm.parsing import parse_ambiguity, parse_numbered_list
 from agent.schemas import AmbiguityType, AmbiguityTyping
+from agent.steps.fewshot import Demo, Selection, select_demos
 
 DEMO_FILE = "ambiguity"
 
@@ -80,4 +80,4 @@ def infer_interpretations(question: str, reason: str, demos: list[AmbiguityDemo]
         question=question,
         reason=reason or "(no reason was found)",
     )
-    return Reply(_unique(reply.value), reply.text, reply.usage, reply.attempts, reply.parsed)
+    return reply.with_value(_unique(reply.value))

@@ -6,17 +6,16 @@ first k, which keeps the prompt prefix identical across questions (the local mod
 
 from __future__ import annotations
 
-from functools import lru_cache
+from functools import cache
 from typing import Literal, TypeVar
 
 import numpy as np
 from pydantic import BaseModel, ValidationError
 
-from agent.retrieval.embeddings import embed
 from agent.errors import ConfigError
-from agent.settings import REPO_ROOT
+from agent.resources import data_file
+from agent.retrieval.embeddings import embed
 
-FEWSHOT_DIR = REPO_ROOT / "data" / "fewshot"
 Selection = Literal["nearest", "fixed"]
 
 
@@ -27,9 +26,9 @@ class Demo(BaseModel):
 D = TypeVar("D", bound=Demo)
 
 
-@lru_cache(maxsize=None)
+@cache
 def load_demos(name: str, model: type[D]) -> tuple[D, ...]:
-    path = FEWSHOT_DIR / f"{name}.jsonl"
+    path = data_file("fewshot", f"{name}.jsonl")
     if not path.is_file():
         raise ConfigError(f"few-shot file {path} is missing: restore it from the repository")
     lines = [line for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
@@ -39,7 +38,7 @@ def load_demos(name: str, model: type[D]) -> tuple[D, ...]:
         raise ConfigError(f"few-shot file {path} has a malformed row: {str(exc).splitlines()[0]}") from None
 
 
-@lru_cache(maxsize=None)
+@cache
 def _question_vectors(name: str, model: type[D]) -> np.ndarray:
     return embed([demo.question for demo in load_demos(name, model)])
 

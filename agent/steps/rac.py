@@ -26,7 +26,7 @@ def extract(question: str, passages: list[Passage], options: LLMOptions) -> Repl
         Disambiguation(question=p.question, answer=p.answer, passage_ids=supporting_ids(p.answer, passages))
         for p in reply.value
     ]
-    return Reply(pairs, reply.text, reply.usage, reply.attempts, reply.parsed)
+    return reply.with_value(pairs)
 
 
 def render_pairs(pairs: list[Disambiguation]) -> str:

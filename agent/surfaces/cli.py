@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 import sys
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any
 
 import typer
 from rich.console import Console
@@ -83,9 +83,9 @@ def _print_tree(tree: list[Any]) -> None:
 def ask(
     question: str = typer.Argument(..., help="The (possibly ambiguous) question."),
     method: str = typer.Option("rag", "--method", "-m", help="closed_book | rag | diva | toc | verdict | sunar | router"),
-    llm: Optional[str] = typer.Option(None, "--llm", help="local (default) | openai | fake"),
-    collection: Optional[str] = typer.Option(None, "--collection", "-c", help="Chroma collection (default: demo)"),
-    top_k: Optional[int] = typer.Option(None, "--top-k", help="passages to retrieve, where the method retrieves"),
+    llm: str | None = typer.Option(None, "--llm", help="local (default) | openai | fake"),
+    collection: str | None = typer.Option(None, "--collection", "-c", help="Chroma collection (default: demo)"),
+    top_k: int | None = typer.Option(None, "--top-k", help="passages to retrieve, where the method retrieves"),
     as_json: bool = typer.Option(False, "--json", help="print the whole result as JSON on stdout"),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="no live progress"),
     clarify: bool = typer.Option(False, "--clarify", help="router: show the interpretations and let you pick (resumable)"),
@@ -145,17 +145,19 @@ def _ask_clarify(question: str, llm: str | None, collection: str | None, quiet: 
     from langgraph.checkpoint.sqlite import SqliteSaver
     from langgraph.types import Command
 
-    from agent.runner import validate_question
+    from agent.registry import method_module
+    from agent.runner import node_path, validate_question
     from agent.settings import get_settings
-    from graphs.router import RouterContext, build
+
+    router = method_module("router")
 
     question = validate_question(question)
     settings = get_settings()
     settings.home.mkdir(parents=True, exist_ok=True)
     connection = sqlite3.connect(settings.home / "checkpoints.sqlite", check_same_thread=False)
-    graph = build(SqliteSaver(connection))
+    graph = router.build(SqliteSaver(connection))
     thread = {"configurable": {"thread_id": f"clarify-{uuid.uuid4().hex[:12]}"}}
-    context = RouterContext(llm=llm or "", collection=collection or "", clarify=True)
+    context = router.RouterContext(llm=llm or "", collection=collection or "", clarify=True)
 
     def stream(payload: Any) -> list[Any]:
         interrupts = []
@@ -164,8 +166,7 @@ def _ask_clarify(question: str, llm: str | None, collection: str | None, quiet: 
                 if node == "__interrupt__":
                     interrupts += list(update)
                 elif not quiet and isinstance(update, dict):
-                    prefix = "/".join(part.split(":")[0] for part in namespace)
-                    err.print(f"  [green]✓[/] [bold]{prefix + '/' if prefix else ''}{node}[/]  {_describe(update)}", highlight=False)
+                    err.print(f"  [green]✓[/] [bold]{node_path(namespace, node)}[/]  {_describe(update)}", highlight=False)
         return interrupts
 
     try:
@@ -221,14 +222,14 @@ def _methods(value: str) -> list[str]:
 @app.command("eval")
 def eval_command(
     dataset: Path = typer.Option(..., "--dataset", help="ASQA-style (qa_pairs, long_answers) or HotpotQA-style (answers) JSONL"),
-    corpus: Optional[Path] = typer.Option(None, "--corpus", help="passages JSONL; ingested (idempotently) first"),
-    collection: Optional[str] = typer.Option(None, "--collection", "-c", help="collection (default: the corpus folder's name)"),
+    corpus: Path | None = typer.Option(None, "--corpus", help="passages JSONL; ingested (idempotently) first"),
+    collection: str | None = typer.Option(None, "--collection", "-c", help="collection (default: the corpus folder's name)"),
     methods: str = typer.Option("closed_book,rag", "--methods", help="comma-separated methods"),
-    limit: Optional[int] = typer.Option(None, "--limit", min=1, help="first N questions"),
-    llm: Optional[str] = typer.Option(None, "--llm", help="local (default) | openai | fake"),
+    limit: int | None = typer.Option(None, "--limit", min=1, help="first N questions"),
+    llm: str | None = typer.Option(None, "--llm", help="local (default) | openai | fake"),
     out: Path = typer.Option(Path("runs/eval"), "--out", help="results.jsonl, summary.json, summary.md, quality_vs_time.png"),
-    reader: Optional[str] = typer.Option(None, "--reader", help="local extractive QA model dir for Disambig-F1 and DR"),
-    judge: Optional[str] = typer.Option(None, "--judge", help="LLM judge for VerDICt's grounded metrics on ASQA-style data (opt-in; adds ~12 calls a run)"),
+    reader: str | None = typer.Option(None, "--reader", help="local extractive QA model dir for Disambig-F1 and DR"),
+    judge: str | None = typer.Option(None, "--judge", help="LLM judge for VerDICt's grounded metrics on ASQA-style data (opt-in; adds ~12 calls a run)"),
     settings: list[str] = typer.Option([], "--set", help="METHOD.FIELD=VALUE, a method's option; repeatable (e.g. sunar.asu=false)"),
 ) -> None:
     """Run methods side by side on a dataset; resumable (finished runs in OUT/results.jsonl are skipped)."""
@@ -264,9 +265,9 @@ def bench(
     collection: str = typer.Option("asqa", "--collection", "-c"),
     methods: str = typer.Option("closed_book,rag,diva,toc,verdict,sunar", "--methods"),
     questions: int = typer.Option(3, "--questions", min=1, help="questions per method for the orchestration figure"),
-    out: Optional[Path] = typer.Option(None, "--out", help="also write the figures as JSON here"),
+    out: Path | None = typer.Option(None, "--out", help="also write the figures as JSON here"),
     nar_questions: int = typer.Option(20, "--nar-questions", min=1, help="HotpotQA-style data: questions for SUNAR's retrieval recall"),
-    asu_llm: Optional[str] = typer.Option(None, "--asu-llm", help="also measure NAR with ASU using this LLM (the one figure that needs an LLM)"),
+    asu_llm: str | None = typer.Option(None, "--asu-llm", help="also measure NAR with ASU using this LLM (the one figure that needs an LLM)"),
     nar_offset: int = typer.Option(0, "--nar-offset", min=0, help="skip this many questions first (to split a long ASU run)"),
 ) -> None:
     """LLM-free performance: ingest passages/s, retrieval p50/p95, orchestration overhead per method; on HotpotQA-style
@@ -295,9 +296,9 @@ def bench(
 def serve(
     host: str = typer.Option("127.0.0.1", "--host"),
     port: int = typer.Option(8000, "--port"),
-    llm: Optional[str] = typer.Option(None, "--llm", help="local (default) | openai | fake (scripted, for tests)"),
-    collection: Optional[str] = typer.Option(None, "--collection", "-c"),
-    api_key: Optional[str] = typer.Option(None, "--api-key", envvar="AMBIGQA_API_KEY", help="require this X-API-Key header"),
+    llm: str | None = typer.Option(None, "--llm", help="local (default) | openai | fake (scripted, for tests)"),
+    collection: str | None = typer.Option(None, "--collection", "-c"),
+    api_key: str | None = typer.Option(None, "--api-key", envvar="AMBIGQA_API_KEY", help="require this X-API-Key header"),
     max_concurrent: int = typer.Option(4, "--max-concurrent", min=1, help="graph runs at once; more wait, then 503"),
     queue_timeout: float = typer.Option(30.0, "--queue-timeout", min=0, help="seconds a request waits for a slot"),
     max_body_bytes: int = typer.Option(64_000, "--max-body-bytes", min=256),
@@ -309,12 +310,12 @@ def serve(
         os.environ["AMBIGQA_LLM"] = llm
     if collection:
         os.environ["AMBIGQA_COLLECTION"] = collection
-    from agent.surfaces.server import create_app
     from agent.settings import get_settings
+    from agent.surfaces.server import create_app
 
     get_settings.cache_clear()
     app_ = create_app(api_key=api_key, max_concurrent=max_concurrent, queue_timeout=queue_timeout, max_body_bytes=max_body_bytes)
-    from graphs import METHODS
+    from agent.registry import METHODS
 
     routes = ", ".join(f"/{m}" for m in METHODS)
     err.print(f"serving {routes} and /health on http://{host}:{port} (llm: {get_settings().llm})", highlight=False)
@@ -327,7 +328,7 @@ def load(
     method: str = typer.Option("rag", "--method", "-m"),
     requests: int = typer.Option(50, "--requests", min=1, max=1000),
     concurrency: int = typer.Option(50, "--concurrency", min=1, max=200),
-    api_key: Optional[str] = typer.Option(None, "--api-key", envvar="AMBIGQA_API_KEY"),
+    api_key: str | None = typer.Option(None, "--api-key", envvar="AMBIGQA_API_KEY"),
 ) -> None:
     """Send a bounded burst of concurrent requests to a loopback server; report successes, 503s, throughput, p95."""
     from agent.errors import AgentError
@@ -349,8 +350,8 @@ def neighbours(
 ) -> None:
     """Build SUNAR's neighbourhood graph (each passage's k nearest passages) from the stored embeddings."""
     from agent.errors import AgentError
+    from agent.retrieval.collections import open_store
     from agent.retrieval.neighbours import build_neighbours, graph_path
-    from agent.retrieval.store import open_store
 
     try:
         store = open_store(collection)

@@ -15,8 +15,10 @@ from typing import Annotated, Any
 from langchain_core.runnables import ConfigurableFieldSpec, Runnable, RunnableConfig
 from pydantic import BaseModel, Field, StringConstraints
 
+from agent.context import make_context
+from agent.registry import METHODS, load_graph
+from agent.runner import namespace_names, output_of
 from agent.settings import get_settings
-from graphs import METHODS
 
 API_KEY_HEADER = "x-api-key"
 
@@ -31,7 +33,8 @@ def question_type(max_chars: int) -> type[BaseModel]:
 
 
 class GraphRunnable(Runnable):
-    """A compiled graph for LangServe: invoke returns the output contract; stream yields node updates as they happen."""
+    """A compiled graph for LangServe: invoke returns its output schema; stream yields node updates as they happen
+    (``{node, namespace, update}``), then that output."""
 
     def __init__(self, graph: Any, input_type: type[BaseModel]):
         self.graph = graph
@@ -61,9 +64,7 @@ class GraphRunnable(Runnable):
         ]
 
     def _context(self, config: RunnableConfig | None) -> Any:
-        configurable = (config or {}).get("configurable", {})
-        fields = self.graph.context_schema.model_fields
-        return self.graph.context_schema(**{k: v for k, v in configurable.items() if k in fields})
+        return make_context(self.graph.context_schema, (config or {}).get("configurable", {}))
 
     def invoke(self, input: dict, config: RunnableConfig | None = None, **kwargs: Any) -> dict:
         return self.graph.invoke(input, config, context=self._context(config))
@@ -72,20 +73,34 @@ class GraphRunnable(Runnable):
         return await self.graph.ainvoke(input, config, context=self._context(config))
 
     def stream(self, input: dict, config: RunnableConfig | None = None, **kwargs: Any) -> Iterator[dict]:
-        chunks = self.graph.stream(input, config, context=self._context(config), stream_mode="updates", subgraphs=True)
-        for namespace, chunk in chunks:
-            yield from _events(namespace, chunk)
+        state: dict[str, Any] = {}
+        modes = ["updates", "values"]
+        for namespace, mode, chunk in self.graph.stream(
+            input, config, context=self._context(config), stream_mode=modes, subgraphs=True
+        ):
+            if mode == "updates":
+                yield from _events(namespace, chunk)
+            elif not namespace:
+                state = chunk
+        yield output_of(self.graph, state)
 
     async def astream(self, input: dict, config: RunnableConfig | None = None, **kwargs: Any) -> AsyncIterator[dict]:
-        chunks = self.graph.astream(input, config, context=self._context(config), stream_mode="updates", subgraphs=True)
-        async for namespace, chunk in chunks:
-            for event in _events(namespace, chunk):
-                yield event
+        state: dict[str, Any] = {}
+        modes = ["updates", "values"]
+        async for namespace, mode, chunk in self.graph.astream(
+            input, config, context=self._context(config), stream_mode=modes, subgraphs=True
+        ):
+            if mode == "updates":
+                for event in _events(namespace, chunk):
+                    yield event
+            elif not namespace:
+                state = chunk
+        yield output_of(self.graph, state)  # last, so LangServe's playground shows the output, not one node's update
 
 
 def _events(namespace: tuple[str, ...], chunk: dict) -> Iterator[dict]:
     for node, update in chunk.items():
-        yield {"node": node, "namespace": [part.split(":")[0] for part in namespace], "update": update}
+        yield {"node": node, "namespace": namespace_names(namespace), "update": update}
 
 
 class Limits:
@@ -137,8 +152,6 @@ def create_app(
     """Build the FastAPI app; the LLM and collection come from settings (``AMBIGQA_LLM``, ``AMBIGQA_COLLECTION``)."""
     from fastapi import FastAPI
     from langserve import add_routes
-
-    from agent.runner import load_graph
 
     settings = get_settings()
     app = FastAPI(title="ambigqa", description="LangGraph agents for ambiguous questions", version="0.1.0")

@@ -8,17 +8,7 @@ from langchain_core.language_models import BaseChatModel
 from langchain_core.tools import StructuredTool
 from pydantic import BaseModel, Field
 
-from graphs import METHODS
-
-DESCRIPTIONS = {
-    "closed_book": "Answer a question from the model's own knowledge, covering its possible readings.",
-    "rag": "Answer a possibly ambiguous question from retrieved passages, listing each reading with its answer.",
-    "diva": "Answer an ambiguous question with DIVA: infer its interpretations, retrieve and verify passages, answer all.",
-    "toc": "Answer an ambiguous question with Tree of Clarifications: explore its readings as a tree, then answer all.",
-    "verdict": "Answer an ambiguous question with VerDICt: one interpretation per verified passage, consolidated.",
-    "sunar": "Answer a complex multi-hop question by decomposing it and retrieving evidence hop by hop.",
-    "router": "Answer a question, routing clear ones to simple RAG and ambiguous ones to a disambiguation method.",
-}
+from agent.registry import DESCRIPTIONS, METHODS, load_graph
 
 
 class QuestionArgs(BaseModel):
@@ -27,7 +17,7 @@ class QuestionArgs(BaseModel):
 
 def as_tool(method: str, llm: str | BaseChatModel | None = None, collection: str | None = None, **options: Any) -> StructuredTool:
     """A tool named ``ask_<method>``: content is the long-form answer, artifact the disambiguations and passages."""
-    from agent.runner import load_graph, run
+    from agent.runner import run
 
     load_graph(method)  # unknown methods fail here, not inside an agent loop
 
@@ -43,7 +33,7 @@ def as_tool(method: str, llm: str | BaseChatModel | None = None, collection: str
     return StructuredTool.from_function(
         func=answer,
         name=f"ask_{method}",
-        description=DESCRIPTIONS.get(method, f"Answer a question with the {method} method."),
+        description=DESCRIPTIONS[method],
         args_schema=QuestionArgs,
         response_format="content_and_artifact",
     )

@@ -1,0 +1,42 @@
+"""One output contract per method: the graph's output schema is what agent.run returns, nothing internal leaks."""
+
+import pytest
+
+import agent
+from agent.registry import METHODS, load_graph
+
+QUESTION = "When did the Harry Potter film come out?"
+CONTRACT = {"answer", "disambiguations", "passages", "usage"}
+OWN_FIELDS = {
+    "closed_book": set(),
+    "rag": set(),
+    "diva": {"ambiguity_types", "ambiguity_reason", "interpretations", "kept", "verdicts", "grade", "route"},
+    "toc": {"tree", "stop_reason", "expansions"},
+    "verdict": {"relaxed_query", "readings", "abstentions", "unparsed", "cluster_labels"},
+    "sunar": {"reasoning_path"},
+    "router": {"ambiguity_types", "ambiguity_reason", "route", "interpretations", "chosen"},
+}
+
+
+def test_every_method_has_a_declared_contract():
+    assert set(OWN_FIELDS) == set(METHODS)
+
+
+@pytest.mark.parametrize("method", METHODS)
+def test_input_schema_asks_only_for_the_question(method):
+    schema = load_graph(method).get_input_jsonschema()
+    assert set(schema["properties"]) == {"question"} and schema["required"] == ["question"]
+
+
+@pytest.mark.parametrize("method", METHODS)
+def test_output_schema_is_the_contract_plus_the_methods_own_fields(method):
+    assert set(load_graph(method).get_output_jsonschema()["properties"]) == CONTRACT | OWN_FIELDS[method]
+
+
+@pytest.mark.parametrize("method", METHODS)
+def test_run_returns_exactly_the_output_schema(collection, method):
+    result = agent.run(QUESTION, method=method, llm="fake", collection=collection)
+    assert result.answer
+    assert set(result.extra) <= OWN_FIELDS[method]
+    if method in ("diva", "toc", "verdict", "sunar"):
+        assert set(result.extra) == OWN_FIELDS[method]  # every field the README promises is there
