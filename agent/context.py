@@ -39,7 +39,11 @@ class RunContext(BaseModel):
 
 
 def make_context(
-    schema: type[C], values: Mapping[str, Any] | BaseModel | None = None, *, strict: bool = False, owner: str = "the method"
+    schema: type[C],
+    values: Mapping[str, Any] | BaseModel | None = None,
+    *,
+    strict: bool = False,
+    owner: str = "the method",
 ) -> C:
     """``schema`` built from a dict of options or another method's context.
 

@@ -24,7 +24,9 @@ NodeCallback = Callable[[str, dict[str, Any], float], None]
 
 def validate_question(question: Any) -> str:
     if not isinstance(question, str) or not question.strip():
-        raise InvalidQuestionError("the question is empty: ask something, e.g. 'When did the Harry Potter film come out?'")
+        raise InvalidQuestionError(
+            "the question is empty: ask something, e.g. 'When did the Harry Potter film come out?'"
+        )
     question = " ".join(question.split())
     limit = get_settings().max_question_chars
     if len(question) > limit:

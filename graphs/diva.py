@@ -29,14 +29,23 @@ Grade = Literal["Useful", "PartialUseful", "Useless"]
 
 
 class DivaContext(RunContext):
-    top_k: int = Field(default=5, ge=1, le=50, description="K: passages per interpretation (Eq. 4) and kept by pruning (A.4: 5)")
-    pool_size: int = Field(default=100, ge=1, le=1000, description="|C|: candidate passages first retrieved for the question")
+    top_k: int = Field(
+        default=5, ge=1, le=50, description="K: passages per interpretation (Eq. 4) and kept by pruning (A.4: 5)"
+    )
+    pool_size: int = Field(
+        default=100, ge=1, le=1000, description="|C|: candidate passages first retrieved for the question"
+    )
     fewshot: int = Field(default=5, ge=0, le=15, description="demonstrations in I_a and I_p (5-shot, Table 1)")
     demo_selection: Selection = Field(
-        default="nearest", description="nearest neighbours of the question (A.4) or fixed (a prompt prefix shared across questions)"
+        default="nearest",
+        description="nearest neighbours of the question (A.4) or fixed (a prompt prefix shared across questions)",
     )
-    max_interpretations: int = Field(default=8, ge=1, le=20, description="cap on pseudo-interpretations = verify calls (ours)")
-    verify_max_tokens: int = Field(default=24, ge=4, le=300, description="a Yes/No needs few tokens (App. A.4.2: 3 on average)")
+    max_interpretations: int = Field(
+        default=8, ge=1, le=20, description="cap on pseudo-interpretations = verify calls (ours)"
+    )
+    verify_max_tokens: int = Field(
+        default=24, ge=4, le=300, description="a Yes/No needs few tokens (App. A.4.2: 3 on average)"
+    )
 
 
 class ScoredPassage(BaseModel):
@@ -102,7 +111,9 @@ def retrieve(state: DivaState, runtime: Runtime[DivaContext]) -> dict:
         for i in np.argsort(-row, kind="stable")[: ctx.top_k]:  # R(C_i, q̂_j; K)
             retrieved_for.setdefault(int(i), []).append(j)
     scored = [  # P̃_i, the union over interpretations (Eq. 4), in pool order
-        ScoredPassage(passage=pool[i], relevance=[round(float(s), 6) for s in relevance[:, i]], retrieved_for=retrieved_for[i])
+        ScoredPassage(
+            passage=pool[i], relevance=[round(float(s), 6) for s in relevance[:, i]], retrieved_for=retrieved_for[i]
+        )
         for i in sorted(retrieved_for)
     ]
     return {"scored": scored}
@@ -162,7 +173,13 @@ def rag_generate(state: DivaState, runtime: Runtime[DivaContext]) -> dict:
 
 def closed_book(state: DivaState, runtime: Runtime[DivaContext]) -> dict:
     reply = rac.closed_book(state["question"], context_of(runtime, DivaContext).llm_options())  # LLM(q_i, I_l)
-    return {"answer": reply.value, "disambiguations": [], "passages": [], "route": "closed_book", "usage": usage_update(reply)}
+    return {
+        "answer": reply.value,
+        "disambiguations": [],
+        "passages": [],
+        "route": "closed_book",
+        "usage": usage_update(reply),
+    }
 
 
 def adapt(state: DivaState) -> Literal["rag_extract", "closed_book"]:

@@ -40,11 +40,15 @@ CONTRACT = ("answer", "disambiguations", "passages", "usage")
 
 class RouterContext(RunContext):
     ambiguous_method: Method = Field(default="diva", description="the method that answers ambiguous questions")
-    clarify: bool = Field(default=False, description="ask a person which interpretations to answer (needs a checkpointer)")
+    clarify: bool = Field(
+        default=False, description="ask a person which interpretations to answer (needs a checkpointer)"
+    )
     top_k: int = Field(default=5, ge=1, le=50, description="passages per question for the rag route")
     fewshot: int = Field(default=5, ge=0, le=15, description="demonstrations in the typing and interpretation prompts")
     demo_selection: Selection = "nearest"
-    max_interpretations: int = Field(default=8, ge=1, le=20, description="cap on the interpretations offered in clarify mode")
+    max_interpretations: int = Field(
+        default=8, ge=1, le=20, description="cap on the interpretations offered in clarify mode"
+    )
 
 
 class RouterOutput(AnswerOutput, total=False):
@@ -73,7 +77,9 @@ def delegate(method: Method) -> Any:
     def answer(state: RouterState, runtime: Runtime[RouterContext]) -> dict:
         ctx = context_of(runtime, RouterContext)
         typing = {k: state[k] for k in ("ambiguity_types", "ambiguity_reason") if k in state}
-        result = subgraph.invoke({"question": state["question"], **typing}, context=make_context(subgraph.context_schema, ctx))
+        result = subgraph.invoke(
+            {"question": state["question"], **typing}, context=make_context(subgraph.context_schema, ctx)
+        )
         return {**{k: result[k] for k in CONTRACT if k in result}, "route": method}
 
     answer.__name__ = method
@@ -84,7 +90,10 @@ def interpret(state: RouterState, runtime: Runtime[RouterContext]) -> dict:
     ctx = context_of(runtime, RouterContext)
     demos = demos_for(state["question"], ctx.fewshot, ctx.demo_selection)
     reply = infer_interpretations(state["question"], state.get("ambiguity_reason", ""), demos, ctx.llm_options())
-    return {"interpretations": reply.value[: ctx.max_interpretations] or [state["question"]], "usage": usage_update(reply)}
+    return {
+        "interpretations": reply.value[: ctx.max_interpretations] or [state["question"]],
+        "usage": usage_update(reply),
+    }
 
 
 def clarify(state: RouterState) -> dict:
@@ -134,7 +143,9 @@ def route(state: RouterState, runtime: Runtime[RouterContext]) -> Literal[Method
 
 def build(checkpointer: BaseCheckpointSaver | None = None) -> Any:
     """Compile the router; clarify mode needs a checkpointer (``ask --clarify`` passes a SQLite one)."""
-    builder = StateGraph(RouterState, input_schema=QuestionInput, output_schema=RouterOutput, context_schema=RouterContext)
+    builder = StateGraph(
+        RouterState, input_schema=QuestionInput, output_schema=RouterOutput, context_schema=RouterContext
+    )
     builder.add_node("type_ambiguity", type_ambiguity)
     for method in get_args(Method):
         builder.add_node(method, delegate(method))

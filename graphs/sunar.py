@@ -34,7 +34,9 @@ class SunarContext(RunContext):
     neighbours_k: int = Field(default=10, ge=1, le=100, description="neighbours per passage in the graph G")
     batch_size: int = Field(default=16, ge=1, le=128, description="NAR batch size b")
     budget: int = Field(default=100, ge=1, le=1000, description="NAR re-ranking budget c")
-    reranker: str = Field(default=DEFAULT_RERANKER, description="cross-encoder (agent.retrieval.rerank.register_scorer adds more)")
+    reranker: str = Field(
+        default=DEFAULT_RERANKER, description="cross-encoder (agent.retrieval.rerank.register_scorer adds more)"
+    )
     asu: bool = Field(default=True, description="re-score each NAR batch by Answer Semantic Uncertainty (Eq. 5)")
     samples: int = Field(default=5, ge=1, le=20, description="answers m sampled per batch for ASU (Eq. 2)")
     asu_temperature: float = Field(default=0.3, ge=0, le=2, description="sampling temperature of the ASU answers")

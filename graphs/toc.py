@@ -39,14 +39,25 @@ class TocContext(RunContext):
     top_k: int = Field(default=5, ge=1, le=20, description="passages reranked from the pool for each expansion (A.3)")
     max_nodes: int = Field(default=10, ge=1, le=50, description="stop at this many valid nodes; pairs in the answer")
     max_depth: int = Field(default=3, ge=1, le=10, description="deepest tree level; nodes there are not expanded")
-    max_failures: int = Field(default=3, ge=1, le=10, description="stop after this many failed expansions in a row (Sec. 5)")
-    max_expansions: int = Field(default=15, ge=1, le=100, description="hard cap on expansions per question")
-    prune: bool = Field(default=False, description="deduplicate and self-verify child nodes (off: DIVA re-ran ToC without)")
-    duplicate_similarity: float = Field(
-        default=0.9, ge=0, le=1, description="a child whose answer matches a node's and whose DQ has this cosine is a duplicate"
+    max_failures: int = Field(
+        default=3, ge=1, le=10, description="stop after this many failed expansions in a row (Sec. 5)"
     )
-    min_nodes: int = Field(default=2, ge=0, le=50, description="fewer valid nodes than this undoes pruning, root side first")
-    answer_passages: int = Field(default=5, ge=1, le=20, description="passages in the answer prompt, answer-containing first")
+    max_expansions: int = Field(default=15, ge=1, le=100, description="hard cap on expansions per question")
+    prune: bool = Field(
+        default=False, description="deduplicate and self-verify child nodes (off: DIVA re-ran ToC without)"
+    )
+    duplicate_similarity: float = Field(
+        default=0.9,
+        ge=0,
+        le=1,
+        description="a child whose answer matches a node's and whose DQ has this cosine is a duplicate",
+    )
+    min_nodes: int = Field(
+        default=2, ge=0, le=50, description="fewer valid nodes than this undoes pruning, root side first"
+    )
+    answer_passages: int = Field(
+        default=5, ge=1, le=20, description="passages in the answer prompt, answer-containing first"
+    )
 
 
 class Clarification(Disambiguation):
@@ -157,7 +168,9 @@ def prune(state: ExpandState, runtime: Runtime[TocContext]) -> dict:
 
     replies = run_concurrently(verify, list(zip(to_verify, evidence)), ctx.max_concurrency)
     verdicts = iter(r.value for r in replies)
-    children = [c if c.pruned_by or next(verdicts) else c.model_copy(update={"pruned_by": "verification"}) for c in children]
+    children = [
+        c if c.pruned_by or next(verdicts) else c.model_copy(update={"pruned_by": "verification"}) for c in children
+    ]
     return {"children": children, "finished": [_expansion(state, children)], "usage": usage_update(*replies)}
 
 
@@ -288,7 +301,10 @@ def explore(state: TocState) -> list[Send] | Literal["generate"]:
         return "generate"
     known = state["tree"][1:]
     return [
-        Send("expand", {"node": state["tree"][i], "root_question": state["question"], "root_pool": state["pool"], "known": known})
+        Send(
+            "expand",
+            {"node": state["tree"][i], "root_question": state["question"], "root_pool": state["pool"], "known": known},
+        )
         for i in state["frontier"]
     ]
 
@@ -301,7 +317,13 @@ def generate(state: TocState, runtime: Runtime[TocContext]) -> dict:
     pairs = [Disambiguation(question=n.question, answer=n.answer, passage_ids=n.passage_ids) for n in nodes]
     passages = answer_passages(nodes, state["pool"], ctx.answer_passages)
     reply = rac.generate(state["question"], pairs, passages, ctx.llm_options())
-    return {"tree": tree, "answer": reply.value, "disambiguations": pairs, "passages": passages, "usage": usage_update(reply)}
+    return {
+        "tree": tree,
+        "answer": reply.value,
+        "disambiguations": pairs,
+        "passages": passages,
+        "usage": usage_update(reply),
+    }
 
 
 def undo_pruning(tree: list[TreeNode], min_nodes: int) -> list[TreeNode]:

@@ -37,7 +37,10 @@ class VerdictContext(RunContext):
         default="question_answer", description="embed f(q̂;ŷ) (default) or f(q̂) only (Table 4)"
     )
     answer_passages: int = Field(
-        default=10, ge=1, le=20, description="passages the answer step reads: the cited ones, or the top ones if all abstain"
+        default=10,
+        ge=1,
+        le=20,
+        description="passages the answer step reads: the cited ones, or the top ones if all abstain",
     )
 
 
@@ -122,10 +125,15 @@ def answer(state: VerdictState, runtime: Runtime[VerdictContext]) -> dict:
         disambiguations=render_pairs(shown),
     )
     missing = [f"{d.question} {d.answer}." for d, c in zip(shown, cite) if c not in reply.value]
-    return {"answer": " ".join([reply.value, *missing]), "usage": usage_update(reply)}  # every reading cites its passage
+    return {
+        "answer": " ".join([reply.value, *missing]),
+        "usage": usage_update(reply),
+    }  # every reading cites its passage
 
 
-builder = StateGraph(VerdictState, input_schema=QuestionInput, output_schema=VerdictOutput, context_schema=VerdictContext)
+builder = StateGraph(
+    VerdictState, input_schema=QuestionInput, output_schema=VerdictOutput, context_schema=VerdictContext
+)
 builder.add_node("relax", relax)
 builder.add_node("retrieve", retrieve)
 builder.add_node("execute", execute)

@@ -9,8 +9,8 @@ cells = [
     new_markdown_cell(
         "# Walkthrough: every method on one ambiguous question\n\n"
         "Each method is a LangGraph state machine in `graphs/`. This notebook draws each graph and runs it on a demo "
-        "question with the scripted model (`llm=\"fake\"`: instant, offline, deterministic). Switch `LLM` to "
-        "`\"local\"` for the embedded Qwen2.5 model (minutes per question on 2 cores) or `\"openai\"` for any "
+        'question with the scripted model (`llm="fake"`: instant, offline, deterministic). Switch `LLM` to '
+        '`"local"` for the embedded Qwen2.5 model (minutes per question on 2 cores) or `"openai"` for any '
         "OpenAI-compatible endpoint."
     ),
     new_code_cell(
@@ -25,13 +25,17 @@ cells = [
         "QUESTION = 'When was the first pirates of the caribbean movie released?'\n"
         "METHODS"
     ),
-    new_markdown_cell("## The graphs\n\nMermaid text (paste into any Mermaid viewer; `draw_mermaid_png()` would call an online service)."),
+    new_markdown_cell(
+        "## The graphs\n\nMermaid text (paste into any Mermaid viewer; `draw_mermaid_png()` would call an online service)."
+    ),
     new_code_cell(
         "for method in METHODS:\n"
         "    print(f'--- {method}')\n"
         "    print(load_graph(method).get_graph(xray=True).draw_mermaid())"
     ),
-    new_markdown_cell("## Running each method\n\nEvery result carries the answer, the interpretations with their supporting passage ids, the passages and per-node usage."),
+    new_markdown_cell(
+        "## Running each method\n\nEvery result carries the answer, the interpretations with their supporting passage ids, the passages and per-node usage."
+    ),
     new_code_cell(
         "results = {}\n"
         "for method in METHODS:\n"
@@ -42,11 +46,11 @@ cells = [
         "        print('  -', d.question, '→', d.answer, d.passage_ids)"
     ),
     new_markdown_cell("## Usage per node"),
-    new_code_cell(
-        "{method: {node: u.calls for node, u in r.usage.by_node.items()} for method, r in results.items()}"
-    ),
+    new_code_cell("{method: {node: u.calls for node, u in r.usage.by_node.items()} for method, r in results.items()}"),
 ]
-nb = new_notebook(cells=cells, metadata={"kernelspec": {"name": "python3", "display_name": "Python 3", "language": "python"}})
+nb = new_notebook(
+    cells=cells, metadata={"kernelspec": {"name": "python3", "display_name": "Python 3", "language": "python"}}
+)
 path = Path(__file__).with_name("walkthrough.ipynb")
 nbformat.write(nb, path)
 print(f"wrote {path}")

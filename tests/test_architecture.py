@@ -60,7 +60,9 @@ def test_no_import_cycles():
 
 def test_agent_reaches_graphs_only_through_the_registry():
     graph = import_graph()
-    upward = sorted((a, b) for a, targets in graph.items() for b in targets if a.startswith("agent") and b.startswith("graphs"))
+    upward = sorted(
+        (a, b) for a, targets in graph.items() for b in targets if a.startswith("agent") and b.startswith("graphs")
+    )
     assert upward == []
     registry = (ROOT / "agent" / "registry.py").read_text()
     assert 'import_module(f"graphs.{method}")' in registry  # the one, lazy, way from agent/ to graphs/
@@ -68,6 +70,8 @@ def test_agent_reaches_graphs_only_through_the_registry():
 
 def test_building_blocks_do_not_import_surfaces_or_evaluation():
     graph = import_graph()
-    lower = [m for m in graph if m.startswith(("agent.llm", "agent.retrieval", "agent.steps")) or m.startswith("graphs")]
+    lower = [
+        m for m in graph if m.startswith(("agent.llm", "agent.retrieval", "agent.steps")) or m.startswith("graphs")
+    ]
     for module in lower:
         assert not {t for t in graph[module] if t.startswith(("agent.surfaces", "agent.eval", "agent.runner"))}, module

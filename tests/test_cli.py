@@ -29,7 +29,9 @@ def test_oversized_question(home):
 
 
 def test_unknown_method(home):
-    assert_one_line_error(cli("ask", "Who?", "--method", "oracle", "--llm", "fake", home=home), "unknown method 'oracle'")
+    assert_one_line_error(
+        cli("ask", "Who?", "--method", "oracle", "--llm", "fake", home=home), "unknown method 'oracle'"
+    )
 
 
 def test_missing_collection(home):
@@ -54,7 +56,9 @@ def test_ingest_reports_added_and_skipped(home, corpus_file):
 
 
 def test_demo_question_end_to_end_as_json_with_progress(tmp_path):
-    proc = cli("ask", "When was the first pirates of the caribbean movie released?", "--llm", "fake", "--json", home=tmp_path)
+    proc = cli(
+        "ask", "When was the first pirates of the caribbean movie released?", "--llm", "fake", "--json", home=tmp_path
+    )
     assert proc.returncode == 0, proc.stderr
     result = json.loads(proc.stdout)
     assert result["method"] == "rag" and result["answer"]
@@ -83,5 +87,18 @@ def test_ask_clarify_lets_a_person_pick_an_interpretation(home, collection):
 def test_eval_with_a_bad_setting_is_one_line_error(home, tmp_path):
     dataset = tmp_path / "dev.jsonl"
     dataset.write_text(json.dumps({"id": "q", "question": "Who?", "answers": ["x"]}) + "\n")
-    proc = cli("eval", "--dataset", str(dataset), "--methods", "rag", "--set", "rag.top_kk=3", "--llm", "fake", "--out", str(tmp_path / "o"), home=home)
+    proc = cli(
+        "eval",
+        "--dataset",
+        str(dataset),
+        "--methods",
+        "rag",
+        "--set",
+        "rag.top_kk=3",
+        "--llm",
+        "fake",
+        "--out",
+        str(tmp_path / "o"),
+        home=home,
+    )
     assert_one_line_error(proc, "rag has no option top_kk")

@@ -60,8 +60,22 @@ def test_all_yes_verdicts_grade_useful_and_answer_from_the_kept_passages(collect
     name, model = scripted(script("Yes"))
     result, nodes = run(name, collection)
     assert nodes == RAG_NODES
-    assert model.prompts() == ["type_ambiguity", "interpret", "verify", "verify", "verify", "rag_extract", "rag_generate"]
-    assert calls_by_node(result) == {"type_ambiguity": 1, "interpret": 1, "verify": 3, "rag_extract": 1, "rag_generate": 1}
+    assert model.prompts() == [
+        "type_ambiguity",
+        "interpret",
+        "verify",
+        "verify",
+        "verify",
+        "rag_extract",
+        "rag_generate",
+    ]
+    assert calls_by_node(result) == {
+        "type_ambiguity": 1,
+        "interpret": 1,
+        "verify": 3,
+        "rag_extract": 1,
+        "rag_generate": 1,
+    }
     extra = result.extra
     assert extra["ambiguity_types"] == ["AmbTime"]
     assert extra["ambiguity_reason"] == "The film had a premiere and a general release on different dates."
@@ -184,9 +198,15 @@ PRUNE_CORPUS = [
     ("hp-release", "The film was released to cinemas in the United Kingdom and the United States on 16 November 2001."),
     ("hp-japan", "The Harry Potter film opened in cinemas in Japan on 1 December 2001."),
     ("hp-dvd", "The first Harry Potter film was released on DVD and VHS in the United States on 28 May 2002."),
-    ("hp-box", "The first Harry Potter film earned more than 974 million dollars at the box office after its release in 2001."),
+    (
+        "hp-box",
+        "The first Harry Potter film earned more than 974 million dollars at the box office after its release in 2001.",
+    ),
     ("hp-director", "The first Harry Potter film was directed by Chris Columbus and released by Warner Bros. in 2001."),
-    ("sourdough", "Sourdough bread is made by fermenting dough with wild yeast and lactic acid bacteria before baking."),
+    (
+        "sourdough",
+        "Sourdough bread is made by fermenting dough with wild yeast and lactic acid bacteria before baking.",
+    ),
     ("etna", "Mount Etna is an active stratovolcano on the east coast of Sicily, Italy."),
     ("cricket", "The Cricket World Cup is the international championship of One Day International cricket."),
 ]
@@ -196,7 +216,12 @@ PRUNE_CORPUS = [
 def prune_collection(home, tmp_path_factory) -> str:
     path = tmp_path_factory.mktemp("prune") / "corpus.jsonl"
     title = "Harry Potter and the Philosopher's Stone (film)"
-    path.write_text("".join(json.dumps({"id": i, "title": title if i.startswith("hp") else "", "text": t}) + "\n" for i, t in PRUNE_CORPUS))
+    path.write_text(
+        "".join(
+            json.dumps({"id": i, "title": title if i.startswith("hp") else "", "text": t}) + "\n"
+            for i, t in PRUNE_CORPUS
+        )
+    )
     ingest(path, "diva-prune", progress=False)
     return "diva-prune"
 
@@ -226,7 +251,11 @@ def test_grade_follows_the_share_of_yes_verdicts_and_routes_useless_to_closed_bo
     assert grade_of(verdicts("Yes", "Yes")) == "Useful"
     assert grade_of(verdicts("Yes", "No")) == "PartialUseful"
     assert grade_of(verdicts("No", "No")) == "Useless"
-    assert [adapt({"grade": g}) for g in ("Useful", "PartialUseful", "Useless")] == ["rag_extract", "rag_extract", "closed_book"]
+    assert [adapt({"grade": g}) for g in ("Useful", "PartialUseful", "Useless")] == [
+        "rag_extract",
+        "rag_extract",
+        "closed_book",
+    ]
 
 
 def test_paper_defaults_are_per_run_fields(collection, scripted):
@@ -242,7 +271,11 @@ def test_demonstrations_are_the_nearest_asqa_examples_or_fixed(collection, scrip
     question = "Who won the best actor oscar?"
     nearest = demos_for(question, 2)
     assert nearest[-1].question == "Who won the best actor award for the oscars?"  # most similar, next to the question
-    assert demos_for(question, 3, "fixed") == demos_for("Where is the Danube?", 3, "fixed") == list(load_demos(DEMO_FILE, AmbiguityDemo)[:3])
+    assert (
+        demos_for(question, 3, "fixed")
+        == demos_for("Where is the Danube?", 3, "fixed")
+        == list(load_demos(DEMO_FILE, AmbiguityDemo)[:3])
+    )
     name, model = scripted(script("Yes"))
     agent.run(question, method="diva", llm=name, collection=collection, fewshot=2)
     typing, interpreting = model.calls[0], model.calls[1]
@@ -255,7 +288,14 @@ def test_demonstrations_never_use_the_first_twenty_asqa_dev_rows():
     rows = [json.loads(line) for line in (SHARED_DATA / "asqa" / "dev.jsonl").read_text().splitlines()]
     position = {row["id"]: i for i, row in enumerate(rows)}
     assert all(position[d.asqa_id] >= 20 for d in load_demos(DEMO_FILE, AmbiguityDemo))
-    assert {t for d in load_demos(DEMO_FILE, AmbiguityDemo) for t in d.types} == {"AmbSub", "AmbObj", "AmbPred", "AmbTime", "AmbLoc", "N/A"}
+    assert {t for d in load_demos(DEMO_FILE, AmbiguityDemo) for t in d.types} == {
+        "AmbSub",
+        "AmbObj",
+        "AmbPred",
+        "AmbTime",
+        "AmbLoc",
+        "N/A",
+    }
 
 
 def test_demo_llm_runs_diva_end_to_end(collection):
@@ -269,4 +309,13 @@ def test_diva_exports_the_shared_contract_and_why_it_routed():
 
     assert graph.get_input_jsonschema()["required"] == ["question"]
     properties = set(graph.get_output_jsonschema()["properties"])
-    assert {"answer", "disambiguations", "passages", "usage", "grade", "route", "verdicts", "interpretations"} <= properties
+    assert {
+        "answer",
+        "disambiguations",
+        "passages",
+        "usage",
+        "grade",
+        "route",
+        "verdicts",
+        "interpretations",
+    } <= properties

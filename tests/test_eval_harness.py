@@ -33,7 +33,11 @@ def dataset(tmp_path):
 def test_eval_runs_every_method_on_every_question_and_summarises(dataset, collection, scripted, tmp_path):
     name, model = scripted(SCRIPT)
     out = tmp_path / "run"
-    summary = evaluate(EvalConfig(dataset=dataset, methods=["closed_book", "rag"], out=out, collection=collection, llm=name), progress=False, log=lambda _: None)
+    summary = evaluate(
+        EvalConfig(dataset=dataset, methods=["closed_book", "rag"], out=out, collection=collection, llm=name),
+        progress=False,
+        log=lambda _: None,
+    )
     rows = [json.loads(line) for line in (out / "results.jsonl").read_text().splitlines()]
     assert {(r["method"], r["id"]) for r in rows} == {(m, q["id"]) for m in ("closed_book", "rag") for q in ROWS}
     q1_rag = next(r for r in rows if r["method"] == "rag" and r["id"] == "q1")
@@ -70,9 +74,20 @@ def test_an_interrupted_eval_keeps_finished_runs_and_resumes(dataset, collection
 
 def test_hotpot_style_rows_get_answer_and_support_metrics(collection, scripted, tmp_path):
     path = tmp_path / "hotpot.jsonl"
-    path.write_text(json.dumps({"id": "h1", "question": "Where is Mount Etna?", "answers": ["Sicily"], "supporting_ids": ["volcano"]}) + "\n")
-    name, _ = scripted({"rag_extract": "DQ 1: Where?\nDA 1: Sicily", "rag_generate": "Answer: Mount Etna is in Sicily, Italy."})
-    summary = evaluate(EvalConfig(dataset=path, methods=["rag"], out=tmp_path / "o", collection=collection, llm=name), progress=False, log=lambda _: None)
+    path.write_text(
+        json.dumps(
+            {"id": "h1", "question": "Where is Mount Etna?", "answers": ["Sicily"], "supporting_ids": ["volcano"]}
+        )
+        + "\n"
+    )
+    name, _ = scripted(
+        {"rag_extract": "DQ 1: Where?\nDA 1: Sicily", "rag_generate": "Answer: Mount Etna is in Sicily, Italy."}
+    )
+    summary = evaluate(
+        EvalConfig(dataset=path, methods=["rag"], out=tmp_path / "o", collection=collection, llm=name),
+        progress=False,
+        log=lambda _: None,
+    )
     metrics = summary["rag"]["metrics"]
     assert metrics["acc"] == 1.0 and metrics["support_recall@10"] == 1.0 and 0 < metrics["f1"] < 1
 
@@ -109,7 +124,12 @@ def test_details_keep_numbers_and_labels_and_count_lists():
     from agent.eval.harness import details
     from agent.schemas import RunResult
 
-    result = RunResult(question="q", method="toc", answer="a", extra={"expansions": 4, "stop_reason": "max_nodes", "tree": [{}, {}, {}], "pool": {"x": 1}})
+    result = RunResult(
+        question="q",
+        method="toc",
+        answer="a",
+        extra={"expansions": 4, "stop_reason": "max_nodes", "tree": [{}, {}, {}], "pool": {"x": 1}},
+    )
     assert details(result) == {"expansions": 4, "stop_reason": "max_nodes", "tree_count": 3}
 
 
@@ -134,7 +154,10 @@ def test_bad_method_options_fail_before_any_run(dataset, tmp_path, methods, meth
     from agent.errors import ConfigError
 
     with pytest.raises(ConfigError, match=message):
-        evaluate(EvalConfig(dataset=dataset, methods=methods, out=tmp_path / "o", method_options=method_options), progress=False)
+        evaluate(
+            EvalConfig(dataset=dataset, methods=methods, out=tmp_path / "o", method_options=method_options),
+            progress=False,
+        )
     assert not (tmp_path / "o").exists()
 
 
@@ -161,7 +184,9 @@ def test_grounded_metrics_are_opt_in_and_the_judge_is_not_the_methods_cost(datas
     judge_script = {k: DEMO_SCRIPT[k] for k in ("eval_match", "eval_dedup")} | {"eval_verify": "Decision: Yes"}
     name, model = scripted(SCRIPT | judge_script)
     out = tmp_path / "run"
-    config = EvalConfig(dataset=dataset, methods=["closed_book", "rag"], out=out, collection=collection, llm=name, judge=name, limit=1)
+    config = EvalConfig(
+        dataset=dataset, methods=["closed_book", "rag"], out=out, collection=collection, llm=name, judge=name, limit=1
+    )
     summary = evaluate(config, progress=False, log=lambda _: None)
     rows = {r["method"]: r for r in map(json.loads, (out / "results.jsonl").read_text().splitlines())}
     rag = rows["rag"]
@@ -169,7 +194,9 @@ def test_grounded_metrics_are_opt_in_and_the_judge_is_not_the_methods_cost(datas
     assert rag["metrics"]["interp_recall"] == 1.0  # the all-Yes matcher covers both gold readings
     assert rag["cost"]["llm_calls"] == 2 and rag["judge_usage"]["llm_calls"] >= 4
     assert "g_precision" not in rows["closed_book"]["metrics"]  # no interpretations: G-Precision is undefined
-    assert summary["rag"]["metrics"]["g_f1"] == rag["metrics"]["g_f1"] and "g_f1" not in summary["closed_book"]["metrics"]
+    assert (
+        summary["rag"]["metrics"]["g_f1"] == rag["metrics"]["g_f1"] and "g_f1" not in summary["closed_book"]["metrics"]
+    )
     table = (out / "summary.md").read_text()
     header, closed_book_row = table.splitlines()[2], table.splitlines()[4]
     assert "| coverage | g_precision | g_recall | g_f1 | interp_recall |" in header

@@ -81,7 +81,9 @@ def test_unreachable_endpoint_is_a_clear_error(monkeypatch):
     with socket.socket() as s:  # a loopback port with nothing listening
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
-    register_model("down", ChatOpenAI(base_url=f"http://127.0.0.1:{port}/v1", api_key="x", model="m", max_retries=0, timeout=2))
+    register_model(
+        "down", ChatOpenAI(base_url=f"http://127.0.0.1:{port}/v1", api_key="x", model="m", max_retries=0, timeout=2)
+    )
     try:
         with pytest.raises(LLMUnavailableError, match="unreachable"):
             ask("closed_book", LLMOptions(llm="down"), parse=parse_yes_no, question="q")
@@ -113,11 +115,13 @@ def _fake_parts(tmp_path, monkeypatch, contents: list[bytes], prefix: str) -> No
         pkg = tmp_path / f"{prefix}{i}"
         (pkg / "data").mkdir(parents=True)
         (pkg / "data" / "part.bin").write_bytes(data)
-        (pkg / "__init__.py").write_text(textwrap.dedent("""
+        (pkg / "__init__.py").write_text(
+            textwrap.dedent("""
             import os
             def get_part_path():
                 return os.path.join(os.path.dirname(__file__), "data", "part.bin")
-        """))
+        """)
+        )
     monkeypatch.syspath_prepend(str(tmp_path))
 
 
@@ -159,7 +163,9 @@ def test_the_local_client_sends_max_tokens_which_llama_cpp_reads():
     local = LlamaCppChat(base_url="http://127.0.0.1:1/v1", api_key="x", model="local")
     payload = local._get_request_payload([HumanMessage("hi")], max_tokens=300)
     assert payload["max_tokens"] == 300 and "max_completion_tokens" not in payload
-    plain = ChatOpenAI(base_url="http://127.0.0.1:1/v1", api_key="x", model="m")._get_request_payload([HumanMessage("hi")], max_tokens=300)
+    plain = ChatOpenAI(base_url="http://127.0.0.1:1/v1", api_key="x", model="m")._get_request_payload(
+        [HumanMessage("hi")], max_tokens=300
+    )
     assert plain["max_completion_tokens"] == 300  # what llama.cpp ignores
 
 

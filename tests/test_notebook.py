@@ -11,8 +11,12 @@ NOTEBOOK = Path(__file__).resolve().parents[1] / "notebooks" / "walkthrough.ipyn
 def test_walkthrough_runs_every_method(home, collection, monkeypatch):
     monkeypatch.setenv("AMBIGQA_COLLECTION", collection)
     nb = nbformat.read(NOTEBOOK, as_version=4)
-    NotebookClient(nb, timeout=300, kernel_name="python3", resources={"metadata": {"path": str(NOTEBOOK.parent)}}).execute()
-    outputs = "".join(o.get("text", "") for cell in nb.cells if cell.cell_type == "code" for o in cell.get("outputs", []))
+    NotebookClient(
+        nb, timeout=300, kernel_name="python3", resources={"metadata": {"path": str(NOTEBOOK.parent)}}
+    ).execute()
+    outputs = "".join(
+        o.get("text", "") for cell in nb.cells if cell.cell_type == "code" for o in cell.get("outputs", [])
+    )
     from agent.registry import METHODS
 
     for method in METHODS:

@@ -33,7 +33,9 @@ def test_dq_da_stops_before_a_trailing_answer_section():
 
 
 def test_dq_da_from_constrained_json():
-    pairs = parse_disambiguations('{"disambiguations": [{"question": "Q?", "answer": "A"}, {"question": "", "answer": "x"}]}')
+    pairs = parse_disambiguations(
+        '{"disambiguations": [{"question": "Q?", "answer": "A"}, {"question": "", "answer": "x"}]}'
+    )
     assert [(p.question, p.answer) for p in pairs] == [("Q?", "A")]
 
 
@@ -98,7 +100,10 @@ def test_execution_pair_null_and_json():
 def test_query_takes_the_first_line_without_its_label():
     from agent.llm.parsing import parse_query
 
-    assert parse_query('Relaxed query: "Despicable Me 3 release dates"\nExplanation: ...') == "Despicable Me 3 release dates"
+    assert (
+        parse_query('Relaxed query: "Despicable Me 3 release dates"\nExplanation: ...')
+        == "Despicable Me 3 release dates"
+    )
     with pytest.raises(ParseError):
         parse_query("  \n ")
 

@@ -53,7 +53,10 @@ def test_clarify_interrupts_with_the_interpretations_and_answers_the_chosen_one(
     first = build(SqliteSaver(connection)).invoke({"question": QUESTION}, thread, context=context)
     connection.close()
     prompt = first["__interrupt__"][0].value
-    assert prompt["interpretations"] == ["When was the world premiere of the film?", "When was the film released in US cinemas?"]
+    assert prompt["interpretations"] == [
+        "When was the world premiere of the film?",
+        "When was the film released in US cinemas?",
+    ]
     connection = sqlite3.connect(db, check_same_thread=False)  # reopened, as a new process would
     final = build(SqliteSaver(connection)).invoke(Command(resume=[2]), thread, context=context)
     connection.close()
@@ -80,6 +83,8 @@ def test_clarify_offers_at_most_max_interpretations(collection, scripted, tmp_pa
     name, _ = scripted({**SCRIPT, "type_ambiguity": AMBIGUOUS})
     context = RouterContext(llm=name, collection=collection, clarify=True, max_interpretations=1)
     connection = sqlite3.connect(tmp_path / "checkpoints.sqlite", check_same_thread=False)
-    first = build(SqliteSaver(connection)).invoke({"question": QUESTION}, {"configurable": {"thread_id": "t"}}, context=context)
+    first = build(SqliteSaver(connection)).invoke(
+        {"question": QUESTION}, {"configurable": {"thread_id": "t"}}, context=context
+    )
     connection.close()
     assert first["__interrupt__"][0].value["interpretations"] == ["When was the world premiere of the film?"]

@@ -79,7 +79,9 @@ def test_batch_answers_each_question(server):
 def _stream(server: str, method: str) -> list[dict]:
     """The ``data`` events of a LangServe stream (``metadata`` and ``end`` left out)."""
     chunks, event = [], ""
-    with httpx.stream("POST", f"{server}/{method}/stream", json={"input": {"question": QUESTION}}, headers=KEY, timeout=120) as r:
+    with httpx.stream(
+        "POST", f"{server}/{method}/stream", json={"input": {"question": QUESTION}}, headers=KEY, timeout=120
+    ) as r:
         for line in r.iter_lines():
             if line.startswith("event:"):
                 event = line[6:].strip()
@@ -127,15 +129,22 @@ def test_empty_or_oversized_questions_are_rejected(server, question):
 
 
 def test_oversized_bodies_get_413(server):
-    r = httpx.post(f"{server}/rag/invoke", content=b"{" + b" " * 5000 + b"}", headers={**KEY, "content-type": "application/json"})
+    r = httpx.post(
+        f"{server}/rag/invoke", content=b"{" + b" " * 5000 + b"}", headers={**KEY, "content-type": "application/json"}
+    )
     assert r.status_code == 413
 
 
 def test_saturated_server_answers_503_and_stays_up(home, collection):
-    proc, base = _start(home, collection, "--max-concurrent", "1", "--queue-timeout", "0.2", env_extra={"AMBIGQA_FAKE_LATENCY": "1.0"})
+    proc, base = _start(
+        home, collection, "--max-concurrent", "1", "--queue-timeout", "0.2", env_extra={"AMBIGQA_FAKE_LATENCY": "1.0"}
+    )
     try:
+
         def call(_):
-            return httpx.post(f"{base}/closed_book/invoke", json={"input": {"question": QUESTION}}, timeout=60).status_code
+            return httpx.post(
+                f"{base}/closed_book/invoke", json={"input": {"question": QUESTION}}, timeout=60
+            ).status_code
 
         with concurrent.futures.ThreadPoolExecutor(4) as pool:
             codes = list(pool.map(call, range(4)))

@@ -144,5 +144,7 @@ def test_an_unreachable_chroma_server_is_a_clear_error(tmp_path):
     from agent.settings import Settings
 
     settings = Settings(home=tmp_path / "home", chroma_url=f"http://127.0.0.1:{_free_port()}")
-    with pytest.raises(CollectionError, match="cannot reach the Chroma server at http://127.0.0.1:.*AMBIGQA_CHROMA_URL"):
+    with pytest.raises(
+        CollectionError, match="cannot reach the Chroma server at http://127.0.0.1:.*AMBIGQA_CHROMA_URL"
+    ):
         open_store("remote", settings=settings)

@@ -25,8 +25,11 @@ from agent.steps.equivalence import LLMEquivalence, TokenEquivalence, get_equiva
 QUESTION = "Which river flows through the capital city of Zorbania?"
 SUB_QUESTION = "What is the capital city of Zorbania?"
 # The planted passage shares no word with the question (BM25 misses it) but is the dense neighbour of the capital's.
-PLANTED = {"id": "velmora", "title": "Velmora",
-           "text": "Velmora sits astride Ostra, a wide stream feeding its harbour, mills and old stone bridges."}
+PLANTED = {
+    "id": "velmora",
+    "title": "Velmora",
+    "text": "Velmora sits astride Ostra, a wide stream feeding its harbour, mills and old stone bridges.",
+}
 CORPUS = [
     {"id": "zorbania", "title": "Zorbania",
      "text": "Zorbania is a small country. Its capital city is Velmora, a harbour town known for mills and stone bridges."},
@@ -226,14 +229,23 @@ def test_nli_option_uses_the_entailment_label_of_a_local_model(tmp_path):
 
 
 def test_self_ask_follow_up_and_final_answer():
-    assert parse_self_ask("Follow up: Who is the father of Kasper Schmeichel?") == (True, "Who is the father of Kasper Schmeichel?")
-    assert parse_self_ask("Are follow up questions needed here: No.\nSo the final answer is: Voices of Iraq") == (False, "Voices of Iraq")
+    assert parse_self_ask("Follow up: Who is the father of Kasper Schmeichel?") == (
+        True,
+        "Who is the father of Kasper Schmeichel?",
+    )
+    assert parse_self_ask("Are follow up questions needed here: No.\nSo the final answer is: Voices of Iraq") == (
+        False,
+        "Voices of Iraq",
+    )
     with pytest.raises(ParseError):
         parse_self_ask("I think it is Velmora.")
 
 
 def test_short_answer_drops_the_label_and_full_stop():
-    assert parse_short_answer("Answer: World's Best Goalkeeper.\nBecause the passage says so.") == "World's Best Goalkeeper"
+    assert (
+        parse_short_answer("Answer: World's Best Goalkeeper.\nBecause the passage says so.")
+        == "World's Best Goalkeeper"
+    )
     with pytest.raises(ParseError):
         parse_short_answer("Answer:  ")
 

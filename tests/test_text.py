@@ -26,5 +26,8 @@ def test_the_default_limit_comes_from_the_settings(monkeypatch):
 
 
 def test_short_passages_are_kept_whole_and_numbered():
-    assert render_passages([SHORT, SHORT]) == "[1] Mount Etna | Mount Etna is on Sicily.\n[2] Mount Etna | Mount Etna is on Sicily."
+    assert (
+        render_passages([SHORT, SHORT])
+        == "[1] Mount Etna | Mount Etna is on Sicily.\n[2] Mount Etna | Mount Etna is on Sicily."
+    )
     assert render_passages([SHORT], numbers=[4]).startswith("[4] Mount Etna")

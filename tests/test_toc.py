@@ -125,13 +125,19 @@ def test_expansions_of_one_level_run_concurrently(hockey, scripted):
 
 
 def verify_by_answer(rejected: set[str]):
-    return lambda call: "False" if re.search(r"^Proposed Answer: (.+)$", call.user, re.MULTILINE).group(1) in rejected else "True"
+    return lambda call: (
+        "False" if re.search(r"^Proposed Answer: (.+)$", call.user, re.MULTILINE).group(1) in rejected else "True"
+    )
 
 
 def test_pruned_nodes_are_excluded_from_the_answer(hockey, scripted):
     replies = {AQ: pairs(*DQ.values())}
     name, model = scripted(
-        {"rag_extract": by_question(replies), "toc_verify": verify_by_answer({"Czech Republic"}), "rag_generate": GENERATE}
+        {
+            "rag_extract": by_question(replies),
+            "toc_verify": verify_by_answer({"Czech Republic"}),
+            "rag_generate": GENERATE,
+        }
     )
     result = run(name, hockey, prune=True)
     tree = result.extra["tree"]
@@ -150,7 +156,11 @@ def test_pruned_nodes_are_excluded_from_the_answer(hockey, scripted):
 def test_undo_pruning_restores_the_nodes_closest_to_the_root_when_too_few_survive(hockey, scripted):
     replies = {AQ: pairs(DQ["A"], DQ["B"], DQ["C"])}  # the root's re-expansion repeats them: duplicates
     name, model = scripted(
-        {"rag_extract": by_question(replies), "toc_verify": verify_by_answer({"Canada", "Sweden"}), "rag_generate": GENERATE}
+        {
+            "rag_extract": by_question(replies),
+            "toc_verify": verify_by_answer({"Canada", "Sweden"}),
+            "rag_generate": GENERATE,
+        }
     )
     result = run(name, hockey, prune=True)
     tree = result.extra["tree"]
@@ -176,7 +186,9 @@ def test_restoring_is_off_when_min_nodes_is_zero(hockey, scripted):
 
 def test_the_verifier_sees_the_root_question_the_answer_and_the_best_passage_holding_it(hockey, scripted):
     dq = ("Who won the men's hockey tournament at the Vancouver Winter Olympics?", "Canada")
-    name, model = scripted({"rag_extract": by_question({AQ: pairs(dq)}), "toc_verify": "True", "rag_generate": GENERATE})
+    name, model = scripted(
+        {"rag_extract": by_question({AQ: pairs(dq)}), "toc_verify": "True", "rag_generate": GENERATE}
+    )
     run(name, hockey, prune=True)
     verify = next(c for c in model.calls if c.prompt == "toc_verify")
     assert f"Question: {AQ}" in verify.user and "Proposed Answer: Canada" in verify.user

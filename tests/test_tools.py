@@ -14,7 +14,13 @@ QUESTION = "When did the Harry Potter film come out?"
 def test_tool_schema_and_name():
     tool = as_tool(METHOD)
     assert tool.name == f"ask_{METHOD}"
-    assert tool.args == {"question": {"description": "the question to answer, as the user asked it", "title": "Question", "type": "string"}}
+    assert tool.args == {
+        "question": {
+            "description": "the question to answer, as the user asked it",
+            "title": "Question",
+            "type": "string",
+        }
+    }
     assert [t.name for t in all_tools()] == [f"ask_{m}" for m in METHODS]
 
 

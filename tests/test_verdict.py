@@ -13,7 +13,9 @@ QUESTION = "When did the Harry Potter film come out?"
 RELAXED = "Harry Potter Philosopher's Stone release"
 ANSWER = "Answer: It premiered in London on 4 November 2001 [1] and reached US cinemas on 16 November 2001 [2]."
 PREMIERE = "Interpretation: When did the Harry Potter film have its world premiere in London?\nAnswer: 4 November 2001"
-US = "Interpretation: When was the Harry Potter film released in cinemas in the United States?\nAnswer: 16 November 2001"
+US = (
+    "Interpretation: When was the Harry Potter film released in cinemas in the United States?\nAnswer: 16 November 2001"
+)
 BOOK = "Interpretation: When was the first Harry Potter novel published in the United Kingdom?\nAnswer: 26 June 1997"
 
 
@@ -125,7 +127,9 @@ def test_unusable_execution_is_dropped_and_counted_separately(collection, script
 def test_all_abstain_still_answers_from_the_top_passages(collection, scripted):
     result, model = run_verdict(collection, scripted, {}, answer_passages=2)
     assert result.disambiguations == [] and result.extra["abstentions"] == 6
-    assert "(none found)" in model.calls[-1].user and "[2] " in model.calls[-1].user and "[3] " not in model.calls[-1].user
+    assert (
+        "(none found)" in model.calls[-1].user and "[2] " in model.calls[-1].user and "[3] " not in model.calls[-1].user
+    )
     assert result.answer
 
 

@@ -14,14 +14,14 @@ from tests.conftest import PASSAGES
 ROOT = Path(__file__).resolve().parents[1]
 
 
+PIP = [sys.executable, "-m", "pip", "--quiet"]
+QUESTION = "When did the Harry Potter film come out?"
+
+
 @pytest.fixture(scope="module")
 def wheel(tmp_path_factory) -> Path:
     out = tmp_path_factory.mktemp("dist")
-    subprocess.run(
-        [sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "--quiet", "-w", str(out), str(ROOT)],
-        check=True,
-        cwd=out,
-    )
+    subprocess.run([*PIP, "wheel", "--no-deps", "--no-build-isolation", "-w", str(out), str(ROOT)], check=True, cwd=out)
     return next(out.glob("ambigqa-*.whl"))
 
 
@@ -35,24 +35,23 @@ def test_the_wheel_holds_every_prompt_the_data_and_the_type_marker(wheel):
 
 def test_a_method_runs_from_the_installed_wheel_outside_the_checkout(wheel, tmp_path):
     site = tmp_path / "site"
-    subprocess.run([sys.executable, "-m", "pip", "install", "--no-deps", "--quiet", "--target", str(site), str(wheel)], check=True)
+    subprocess.run([*PIP, "install", "--no-deps", "--target", str(site), str(wheel)], check=True)
     work = tmp_path / "elsewhere"  # not the repository: nothing may be read relative to it
     work.mkdir()
     corpus = work / "corpus.jsonl"
     corpus.write_text("".join(json.dumps(p) + "\n" for p in PASSAGES))
     env = {**os.environ, "PYTHONPATH": str(site), "AMBIGQA_HOME": str(tmp_path / "home")}
 
-    def ambigqa(*args: str) -> str:
-        done = subprocess.run([sys.executable, "-m", "agent", *args], cwd=work, env=env, capture_output=True, text=True)
+    def python(*args: str) -> str:
+        done = subprocess.run([sys.executable, *args], cwd=work, env=env, capture_output=True, text=True)
         assert done.returncode == 0, done.stderr[-2000:]
         return done.stdout
 
-    where = subprocess.run(
-        [sys.executable, "-c", "import agent, graphs; print(agent.__file__, graphs.__file__)"],
-        cwd=work, env=env, capture_output=True, text=True, check=True,
-    )  # fmt: skip
-    assert all(path.startswith(str(site)) for path in where.stdout.split())
-    ambigqa("ingest", str(corpus), "--collection", "tiny")
-    result = json.loads(ambigqa("ask", "When did the Harry Potter film come out?", "-m", "diva", "--llm", "fake", "-c", "tiny", "--json", "-q"))
+    where = python("-c", "import agent, graphs; print(agent.__file__, graphs.__file__)")
+    assert all(path.startswith(str(site)) for path in where.split())
+    python("-m", "agent", "ingest", str(corpus), "--collection", "tiny")
+    result = json.loads(
+        python("-m", "agent", "ask", QUESTION, "-m", "diva", "--llm", "fake", "-c", "tiny", "--json", "-q")
+    )
     assert result["answer"] and result["extra"]["interpretations"]  # the prompts and few-shot demos came from the wheel
     assert result["usage"]["total"]["calls"] >= 4

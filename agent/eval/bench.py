@@ -65,7 +65,9 @@ def _union_seconds(intervals: list[tuple[float, float]]) -> float:
     return total
 
 
-def orchestration_overhead(methods: list[str], questions: list[str], collection: str, latency: float = 0.2) -> dict[str, Any]:
+def orchestration_overhead(
+    methods: list[str], questions: list[str], collection: str, latency: float = 0.2
+) -> dict[str, Any]:
     """Graph wall time ÷ critical-path LLM time with a scripted LLM that sleeps ``latency`` s per call."""
     from agent.llm.scripted import DEMO_SCRIPT, ScriptedChatModel
     from agent.runner import run
@@ -106,7 +108,10 @@ def oracle_mrecall(collection: str, examples: list[Any], k: int = 5) -> dict[str
     vanilla_hits = store.search_many([e.question for e in rows], k)
     vanilla, oracle, vanilla_cov, oracle_cov = [], [], [], []
     for example, hits in zip(rows, vanilla_hits):
-        state: dict[str, Any] = {"question": example.question, "interpretations": [p.question for p in example.qa_pairs]}
+        state: dict[str, Any] = {
+            "question": example.question,
+            "interpretations": [p.question for p in example.qa_pairs],
+        }
         state.update(diva.retrieve(state, runtime))
         kept = diva.prune(state, runtime)["kept"]
         golds = example.short_answers
@@ -157,7 +162,9 @@ def nar_recall(
     rows = [e for e in examples if e.supporting_ids]
     index = bm25_index(open_store(collection))
     variants = {"nar": False} | ({"nar_asu": True} if llm else {})
-    contexts = {name: sunar.SunarContext(collection=collection, llm=llm or "", asu=asu) for name, asu in variants.items()}
+    contexts = {
+        name: sunar.SunarContext(collection=collection, llm=llm or "", asu=asu) for name, asu in variants.items()
+    }
     key = {"collection": collection, "k": k, "llm": llm or ""}
     done = _recorded_nar_rows(record, key)
     if record:
@@ -177,14 +184,18 @@ def nar_recall(
         top: dict[str, list[str]] = {}
         for name, context in contexts.items():
             start = time.perf_counter()
-            update = sunar.nar_retrieve({"question": example.question, "sub_question": example.question}, Runtime(context=context))
+            update = sunar.nar_retrieve(
+                {"question": example.question, "sub_question": example.question}, Runtime(context=context)
+            )
             row[f"{name}_seconds"] = round(time.perf_counter() - start, 3)
             top[name] = [p.id for p in update["retrieved"][:k]]
             row[name] = support_recall(top[name], example.supporting_ids)
             if name == "nar_asu":
                 row["nar_asu_llm_calls"] = update["usage"].total.calls if "usage" in update else 0
                 row["nar_asu_semantic_sets"] = [b["semantic_sets"] for b in update["nar_batches"]]
-                row["nar_asu_top_changed"] = len(set(top["nar_asu"]) - set(top["nar"]))  # passages ASU moved into the top k
+                row["nar_asu_top_changed"] = len(
+                    set(top["nar_asu"]) - set(top["nar"])
+                )  # passages ASU moved into the top k
         figures.append(row)
         if record:
             with record.open("a") as f:
@@ -194,7 +205,10 @@ def nar_recall(
     if bar:
         bar.close()
     mean = lambda name: round(statistics.fmean(row[name] for row in figures), 4) if figures else 0.0  # noqa: E731
-    report: dict[str, Any] = {"questions": len(figures), **{f"{name}_recall@{k}": mean(name) for name in ["bm25", *variants]}}
+    report: dict[str, Any] = {
+        "questions": len(figures),
+        **{f"{name}_recall@{k}": mean(name) for name in ["bm25", *variants]},
+    }
     report |= {f"{name}_seconds": mean(f"{name}_seconds") for name in variants}
     if llm and figures:
         report["nar_asu_llm_calls"] = mean("nar_asu_llm_calls")
@@ -229,7 +243,11 @@ def run_bench(
         log("oracle MRecall@5 (gold disambiguations as DIVA's interpretations) …")
         results["oracle_mrecall"] = oracle_mrecall(collection, examples)
     if any(e.supporting_ids for e in examples):
-        log("SUNAR retrieval recall@10: BM25, NAR" + (f", NAR with ASU ({asu_llm})" if asu_llm else " (NAR with ASU needs --asu-llm)") + " …")
+        log(
+            "SUNAR retrieval recall@10: BM25, NAR"
+            + (f", NAR with ASU ({asu_llm})" if asu_llm else " (NAR with ASU needs --asu-llm)")
+            + " …"
+        )
         chosen = examples[nar_offset : nar_offset + nar_questions]
         results["nar_recall"] = nar_recall(collection, chosen, llm=asu_llm, record=nar_record) | {"offset": nar_offset}
     return results
@@ -239,10 +257,14 @@ def format_bench(results: dict[str, Any]) -> str:
     lines = ["## bench", ""]
     i = results.get("ingest")
     if i:
-        lines.append(f"- ingest: {i['passages_per_s']} passages/s ({i['passages']} passages); unchanged re-run {i['rerun_s']} s")
+        lines.append(
+            f"- ingest: {i['passages_per_s']} passages/s ({i['passages']} passages); unchanged re-run {i['rerun_s']} s"
+        )
     r = results.get("retrieval")
     if r:
-        lines.append(f"- retrieval top-5 over {r['passages']:,} passages: p50 {r['p50_ms']} ms, p95 {r['p95_ms']} ms ({r['queries']} queries)")
+        lines.append(
+            f"- retrieval top-5 over {r['passages']:,} passages: p50 {r['p50_ms']} ms, p95 {r['p95_ms']} ms ({r['queries']} queries)"
+        )
     o = results.get("orchestration")
     if o:
         lines += ["", "| method | LLM calls | wall s | wall ÷ critical-path LLM time |", "|---|---|---|---|"]
@@ -258,10 +280,18 @@ def format_bench(results: dict[str, Any]) -> str:
     o = results.get("nar_recall")
     if o:
         shown = [("BM25", "bm25"), ("NAR without ASU", "nar"), ("NAR with ASU", "nar_asu")]
-        lines += ["", f"Supporting-paragraph recall@10 on {o['questions']} questions"
-                  + (f" (from question {o['offset'] + 1})" if o.get("offset") else "") + ": "
-                  + ", ".join(f"{label} {o[key + '_recall@10']:.3f}" for label, key in shown if key + "_recall@10" in o)]
-        timing = [f"NAR {o['nar_seconds']:.1f} s"] + ([f"NAR with ASU {o['nar_asu_seconds']:.1f} s, {o['nar_asu_llm_calls']:g} LLM calls"] if "nar_asu_seconds" in o else [])
+        lines += [
+            "",
+            f"Supporting-paragraph recall@10 on {o['questions']} questions"
+            + (f" (from question {o['offset'] + 1})" if o.get("offset") else "")
+            + ": "
+            + ", ".join(f"{label} {o[key + '_recall@10']:.3f}" for label, key in shown if key + "_recall@10" in o),
+        ]
+        timing = [f"NAR {o['nar_seconds']:.1f} s"] + (
+            [f"NAR with ASU {o['nar_asu_seconds']:.1f} s, {o['nar_asu_llm_calls']:g} LLM calls"]
+            if "nar_asu_seconds" in o
+            else []
+        )
         lines.append("(per question: " + "; ".join(timing) + ")")
     for key, value in results.items():
         if key not in {"ingest", "retrieval", "orchestration", "oracle_mrecall", "nar_recall"}:

@@ -46,7 +46,9 @@ def load_examples(path: Path, limit: int | None = None) -> list[Example]:
                 row["id"] = str(row.get("id", number))
                 example = Example.model_validate(row)
             except (json.JSONDecodeError, ValidationError) as exc:
-                raise ConfigError(f"{path}:{number}: not an ASQA- or HotpotQA-style record ({str(exc).splitlines()[0]})") from None
+                raise ConfigError(
+                    f"{path}:{number}: not an ASQA- or HotpotQA-style record ({str(exc).splitlines()[0]})"
+                ) from None
             if not example.qa_pairs and not example.answers:
                 raise ConfigError(f"{path}:{number}: record has neither qa_pairs nor answers")
             examples.append(example)

@@ -32,7 +32,9 @@ class GroundedScores(BaseModel):
     verified: list[bool] = Field(description="V(q̂, p̂) per prediction")
     gold_grounded: list[bool] = Field(description="V(q̃, evidence) per gold interpretation")
     gold_recalled: list[bool] = Field(description="per gold interpretation: matched by any prediction (ungrounded)")
-    grounded_gold_recalled: list[bool] = Field(description="per grounded gold interpretation: matched by a verified one")
+    grounded_gold_recalled: list[bool] = Field(
+        description="per grounded gold interpretation: matched by a verified one"
+    )
     extra_grounded: int = Field(description="distinct verified predictions that match no grounded gold one")
     recall: float | None = Field(description="ungrounded recall, Eq. 18; None without gold")
     g_precision: float | None = Field(description="Eq. 11; None without predictions")

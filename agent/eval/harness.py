@@ -84,7 +84,9 @@ def score(example: Example, result: RunResult, reader: m.Reader | None = None) -
     }
 
 
-def grounded_metrics(example: Example, result: RunResult, judge: str, collection: str | None) -> tuple[dict[str, float], dict[str, int]]:
+def grounded_metrics(
+    example: Example, result: RunResult, judge: str, collection: str | None
+) -> tuple[dict[str, float], dict[str, int]]:
     """VerDICt's G-Precision / G-Recall / G-F1 and ungrounded interpretation recall for one run, and the judge's usage.
 
     Each gold interpretation is grounded in the corpus passages its own question retrieves (top 5); Q̄ follows Eq. 22
@@ -97,8 +99,17 @@ def grounded_metrics(example: Example, result: RunResult, judge: str, collection
     gold = [QAPair(question=p.question, answer=" / ".join(p.short_answers)) for p in example.qa_pairs]
     evidence = gold_evidence(open_store(collection), gold)
     scores = evaluate_grounded(result.question, result.disambiguations, result.passages, gold, judge, evidence)
-    values = {"g_precision": scores.g_precision, "g_recall": scores.g_recall, "g_f1": scores.g_f1, "interp_recall": scores.recall}
-    usage = {"llm_calls": scores.usage.calls, "input_tokens": scores.usage.input_tokens, "output_tokens": scores.usage.output_tokens}
+    values = {
+        "g_precision": scores.g_precision,
+        "g_recall": scores.g_recall,
+        "g_f1": scores.g_f1,
+        "interp_recall": scores.recall,
+    }
+    usage = {
+        "llm_calls": scores.usage.calls,
+        "input_tokens": scores.usage.input_tokens,
+        "output_tokens": scores.usage.output_tokens,
+    }
     return {k: round(v, 4) for k, v in values.items() if v is not None}, usage
 
 
@@ -134,7 +145,14 @@ def run_one(example: Example, method: str, config: EvalConfig, reader: m.Reader 
     from agent.runner import run
 
     critical = CriticalPath()
-    result = run(example.question, method=method, llm=config.llm, collection=config.collection, on_node=critical, **config.options_for(method))
+    result = run(
+        example.question,
+        method=method,
+        llm=config.llm,
+        collection=config.collection,
+        on_node=critical,
+        **config.options_for(method),
+    )
     total = result.usage.total
     metrics = score(example, result, reader)
     judge_usage = None
@@ -196,7 +214,9 @@ def evaluate(config: EvalConfig, progress: bool = True, log: Callable[[str], Non
         load_graph(method)  # unknown methods and options fail before any work
     for method in config.method_options:
         if method not in config.methods:
-            raise ConfigError(f"options given for {method}, which is not among the methods ({', '.join(config.methods)})")
+            raise ConfigError(
+                f"options given for {method}, which is not among the methods ({', '.join(config.methods)})"
+            )
     for method in config.methods:
         _check_options(method, config.options_for(method))
     examples = load_examples(config.dataset, config.limit)
@@ -249,20 +269,31 @@ def evaluate(config: EvalConfig, progress: bool = True, log: Callable[[str], Non
 
 
 def summarize(results_path: Path, methods: list[str]) -> dict[str, Any]:
-    rows = [json.loads(line) for line in results_path.read_text().splitlines() if line.strip()] if results_path.is_file() else []
+    rows = (
+        [json.loads(line) for line in results_path.read_text().splitlines() if line.strip()]
+        if results_path.is_file()
+        else []
+    )
     summary: dict[str, Any] = {}
     for method in methods:
         ok = [r for r in rows if r["method"] == method and "error" not in r]
-        failed = len({r["id"] for r in rows if r["method"] == method and "error" in r} - {r["id"] for r in ok})  # retried ones are not
+        failed = len(
+            {r["id"] for r in rows if r["method"] == method and "error" in r} - {r["id"] for r in ok}
+        )  # retried ones are not
         if not ok:
             continue
         mean = lambda values: round(statistics.fmean(values), 4)  # noqa: E731
         summary[method] = {
             "questions": len(ok),
             "failed": failed,
-            "metrics": {k: mean([r["metrics"][k] for r in ok if k in r["metrics"]]) for k in _keys(r["metrics"] for r in ok)},
+            "metrics": {
+                k: mean([r["metrics"][k] for r in ok if k in r["metrics"]]) for k in _keys(r["metrics"] for r in ok)
+            },
             "cost_per_question": {k: mean([r["cost"][k] for r in ok if k in r["cost"]]) for k in ok[0]["cost"]},
-            "details_per_question": {"interpretations": mean([len(r["disambiguations"]) for r in ok]), **_mean_details(ok)},
+            "details_per_question": {
+                "interpretations": mean([len(r["disambiguations"]) for r in ok]),
+                **_mean_details(ok),
+            },
         }
     return summary
 
@@ -279,8 +310,15 @@ def _keys(dicts: Any) -> list[str]:
 
 
 def _mean_details(rows: list[dict[str, Any]]) -> dict[str, float]:
-    keys = {k for r in rows for k, v in r.get("details", {}).items() if isinstance(v, int | float) and not isinstance(v, bool)}
-    return {k: round(statistics.fmean(r["details"][k] for r in rows if k in r.get("details", {})), 4) for k in sorted(keys)}
+    keys = {
+        k
+        for r in rows
+        for k, v in r.get("details", {}).items()
+        if isinstance(v, int | float) and not isinstance(v, bool)
+    }
+    return {
+        k: round(statistics.fmean(r["details"][k] for r in rows if k in r.get("details", {})), 4) for k in sorted(keys)
+    }
 
 
 def _quality_key(summary: dict[str, Any]) -> str:
@@ -300,7 +338,11 @@ def write_reports(summary: dict[str, Any], out: Path) -> None:
     for method, s in summary.items():
         if s.get("options"):
             method = f"{method} ({', '.join(f'{k}={json.dumps(v)}' for k, v in s['options'].items())})"
-        lines.append(f"| {method} | {s['questions']} | " + " | ".join(f"{s['metrics'][k]:.3f}" if k in s["metrics"] else "–" for k in metric_keys) + " |")
+        lines.append(
+            f"| {method} | {s['questions']} | "
+            + " | ".join(f"{s['metrics'][k]:.3f}" if k in s["metrics"] else "–" for k in metric_keys)
+            + " |"
+        )
     lines += ["", "## Cost (mean per question)", "", "| method | " + " | ".join(cost_keys) + " |"]
     lines.append("|---" * (len(cost_keys) + 1) + "|")
     for method, s in summary.items():
@@ -322,7 +364,9 @@ def _plot(summary: dict[str, Any], path: Path) -> None:
 
     quality = _quality_key(summary)
     fig, ax = plt.subplots(figsize=(6, 4), dpi=120)
-    tokens = [s["cost_per_question"]["input_tokens"] + s["cost_per_question"]["output_tokens"] for s in summary.values()]
+    tokens = [
+        s["cost_per_question"]["input_tokens"] + s["cost_per_question"]["output_tokens"] for s in summary.values()
+    ]
     biggest = max(tokens) or 1
     for (method, s), n_tokens in zip(summary.items(), tokens):
         x, y = s["cost_per_question"]["seconds"], s["metrics"].get(quality, 0.0)

@@ -72,7 +72,9 @@ def ask(
     **variables: str,
 ) -> Reply[T]:
     """Call the LLM with ``prompts/<prompt>.txt``; ``parse`` turns the text (plain or JSON) into the value."""
-    response_format = json_response_format(options.llm, schema.model_json_schema()) if schema and options.structured else None
+    response_format = (
+        json_response_format(options.llm, schema.model_json_schema()) if schema and options.structured else None
+    )
     messages = render(prompt, system_suffix=_schema_hint(schema) if response_format else "", **variables)
     model = get_chat_model(options.llm)
     tokens = max_tokens or options.max_tokens
@@ -93,7 +95,9 @@ def ask(
             if (message.response_metadata or {}).get("finish_reason") == "length":
                 tokens *= 2  # truncated (constrained JSON is only valid when finished): give it room
     if fallback is _NO_FALLBACK:
-        raise OutputError(f"prompt '{prompt}': no usable output after {options.retries + 1} attempts; last: {text[:200]!r}")
+        raise OutputError(
+            f"prompt '{prompt}': no usable output after {options.retries + 1} attempts; last: {text[:200]!r}"
+        )
     return Reply(fallback, text, usage, options.retries + 1, parsed=False)
 
 
@@ -123,7 +127,9 @@ def _rejection(exc: Exception, prompt: str) -> LLMError | None:
     message = str(body.get("message") or exc.message)
     if exc.status_code in (401, 403, 404):
         return LLMUnavailableError(f"the LLM endpoint refused the request ({exc.status_code}): {message}")
-    hint = "; lower AMBIGQA_MAX_PASSAGE_WORDS or top_k, or raise AMBIGQA_LOCAL_CTX" if "context" in message.lower() else ""
+    hint = (
+        "; lower AMBIGQA_MAX_PASSAGE_WORDS or top_k, or raise AMBIGQA_LOCAL_CTX" if "context" in message.lower() else ""
+    )
     return LLMError(f"prompt '{prompt}' was rejected by the LLM ({exc.status_code}): {message}{hint}")
 
 

@@ -45,7 +45,9 @@ def model_name(llm: str | BaseChatModel | None) -> Iterator[str | None]:
         unregister_model(name)
 
 
-def _openai_compatible(base_url: str | None, api_key: str, model: str, settings: Settings, llama_cpp: bool = False) -> BaseChatModel:
+def _openai_compatible(
+    base_url: str | None, api_key: str, model: str, settings: Settings, llama_cpp: bool = False
+) -> BaseChatModel:
     from langchain_openai import ChatOpenAI
 
     from agent.llm.openai_client import LlamaCppChat
@@ -79,7 +81,9 @@ def get_chat_model(name: str | None = None, settings: Settings | None = None) ->
             return _local_models[url]
     elif name == "openai":
         if not settings.openai_api_key and not settings.openai_base_url:
-            raise ConfigError("--llm openai needs AMBIGQA_OPENAI_API_KEY (and AMBIGQA_OPENAI_BASE_URL for other servers)")
+            raise ConfigError(
+                "--llm openai needs AMBIGQA_OPENAI_API_KEY (and AMBIGQA_OPENAI_BASE_URL for other servers)"
+            )
         model = _openai_compatible(
             settings.openai_base_url, settings.openai_api_key or "none", settings.openai_model, settings
         )

@@ -93,7 +93,9 @@ class LocalServer:
                 pass
             time.sleep(0.5)
         self.stop()
-        raise LLMUnavailableError(f"the local llama.cpp server did not start within {timeout:.0f}s (log: {self.log_path})")
+        raise LLMUnavailableError(
+            f"the local llama.cpp server did not start within {timeout:.0f}s (log: {self.log_path})"
+        )
 
     def _log_tail(self) -> str:
         try:

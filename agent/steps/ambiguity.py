@@ -65,7 +65,9 @@ def _unique(items: list[str]) -> list[str]:
     return list(seen.values())
 
 
-def infer_interpretations(question: str, reason: str, demos: list[AmbiguityDemo], options: LLMOptions) -> Reply[list[str]]:
+def infer_interpretations(
+    question: str, reason: str, demos: list[AmbiguityDemo], options: LLMOptions
+) -> Reply[list[str]]:
     """I_p: pseudo-interpretations from the question and the reason; an empty list when none can be parsed.
 
     Plain numbered text, never a JSON grammar: constrained to JSON, the local 1.5B model wrote one interpretation for

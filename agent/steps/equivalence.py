@@ -103,7 +103,9 @@ class LLMEquivalence(Equivalence):
     """The chat model judges whether one answer implies the other (prompt ``sunar_entails``)."""
 
     def __init__(self, options: LLMOptions):
-        self.options = LLMOptions(llm=options.llm, temperature=0.0, max_tokens=16, structured=options.structured, retries=1)
+        self.options = LLMOptions(
+            llm=options.llm, temperature=0.0, max_tokens=16, structured=options.structured, retries=1
+        )
 
     def entails(self, question: str, premise: str, hypothesis: str) -> bool:
         reply = ask(
@@ -133,7 +135,9 @@ class NLIEquivalence(Equivalence):
     def entails(self, question: str, premise: str, hypothesis: str) -> bool:
         import torch
 
-        inputs = self.tokenizer(f"{question} {premise}", f"{question} {hypothesis}", return_tensors="pt", truncation=True)
+        inputs = self.tokenizer(
+            f"{question} {premise}", f"{question} {hypothesis}", return_tensors="pt", truncation=True
+        )
         with self._lock, torch.no_grad():
             logits = self.model(**inputs).logits[0]
         return int(logits.argmax()) == self.entailment

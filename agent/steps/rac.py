@@ -51,4 +51,6 @@ def generate(question: str, pairs: list[Disambiguation], passages: list[Passage]
 
 def closed_book(question: str, options: LLMOptions) -> Reply[str]:
     """I_l: answer from parametric knowledge alone."""
-    return ask("closed_book", options, parse=parse_long_answer, fallback="No answer could be generated.", question=question)
+    return ask(
+        "closed_book", options, parse=parse_long_answer, fallback="No answer could be generated.", question=question
+    )

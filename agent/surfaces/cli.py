@@ -11,7 +11,9 @@ import typer
 from rich.console import Console
 from rich.markup import escape
 
-app = typer.Typer(add_completion=False, no_args_is_help=True, help="Answer ambiguous questions with retrieval-augmented LLM agents.")
+app = typer.Typer(
+    add_completion=False, no_args_is_help=True, help="Answer ambiguous questions with retrieval-augmented LLM agents."
+)
 out = Console()
 err = Console(stderr=True)
 
@@ -41,7 +43,9 @@ def _describe(update: dict[str, Any]) -> str:
 
         total = UsageReport.model_validate(update["usage"]).total
         if total.calls:
-            parts.append(f"{total.calls} LLM call{'s' * (total.calls != 1)}, {total.input_tokens}→{total.output_tokens} tokens")
+            parts.append(
+                f"{total.calls} LLM call{'s' * (total.calls != 1)}, {total.input_tokens}→{total.output_tokens} tokens"
+            )
     details = []
     for key, value in update.items():
         if key in SHOWN:
@@ -82,13 +86,17 @@ def _print_tree(tree: list[Any]) -> None:
 @app.command()
 def ask(
     question: str = typer.Argument(..., help="The (possibly ambiguous) question."),
-    method: str = typer.Option("rag", "--method", "-m", help="closed_book | rag | diva | toc | verdict | sunar | router"),
+    method: str = typer.Option(
+        "rag", "--method", "-m", help="closed_book | rag | diva | toc | verdict | sunar | router"
+    ),
     llm: str | None = typer.Option(None, "--llm", help="local (default) | openai | fake"),
     collection: str | None = typer.Option(None, "--collection", "-c", help="Chroma collection (default: demo)"),
     top_k: int | None = typer.Option(None, "--top-k", help="passages to retrieve, where the method retrieves"),
     as_json: bool = typer.Option(False, "--json", help="print the whole result as JSON on stdout"),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="no live progress"),
-    clarify: bool = typer.Option(False, "--clarify", help="router: show the interpretations and let you pick (resumable)"),
+    clarify: bool = typer.Option(
+        False, "--clarify", help="router: show the interpretations and let you pick (resumable)"
+    ),
 ) -> None:
     """Answer QUESTION, showing each graph node as it finishes."""
     from agent.errors import AgentError
@@ -166,7 +174,9 @@ def _ask_clarify(question: str, llm: str | None, collection: str | None, quiet: 
                 if node == "__interrupt__":
                     interrupts += list(update)
                 elif not quiet and isinstance(update, dict):
-                    err.print(f"  [green]✓[/] [bold]{node_path(namespace, node)}[/]  {_describe(update)}", highlight=False)
+                    err.print(
+                        f"  [green]✓[/] [bold]{node_path(namespace, node)}[/]  {_describe(update)}", highlight=False
+                    )
         return interrupts
 
     try:
@@ -177,7 +187,9 @@ def _ask_clarify(question: str, llm: str | None, collection: str | None, quiet: 
             for i, option in enumerate(options, 1):
                 out.print(f"  {i}. {escape(option)}", highlight=False)
             try:
-                picked = typer.prompt("Answer which? (numbers, comma-separated; Enter for all)", default="", show_default=False)
+                picked = typer.prompt(
+                    "Answer which? (numbers, comma-separated; Enter for all)", default="", show_default=False
+                )
             except (typer.Abort, EOFError):
                 picked = ""
             choice = [int(p) for p in picked.replace(",", " ").split() if p.isdigit()]
@@ -221,16 +233,28 @@ def _methods(value: str) -> list[str]:
 
 @app.command("eval")
 def eval_command(
-    dataset: Path = typer.Option(..., "--dataset", help="ASQA-style (qa_pairs, long_answers) or HotpotQA-style (answers) JSONL"),
+    dataset: Path = typer.Option(
+        ..., "--dataset", help="ASQA-style (qa_pairs, long_answers) or HotpotQA-style (answers) JSONL"
+    ),
     corpus: Path | None = typer.Option(None, "--corpus", help="passages JSONL; ingested (idempotently) first"),
-    collection: str | None = typer.Option(None, "--collection", "-c", help="collection (default: the corpus folder's name)"),
+    collection: str | None = typer.Option(
+        None, "--collection", "-c", help="collection (default: the corpus folder's name)"
+    ),
     methods: str = typer.Option("closed_book,rag", "--methods", help="comma-separated methods"),
     limit: int | None = typer.Option(None, "--limit", min=1, help="first N questions"),
     llm: str | None = typer.Option(None, "--llm", help="local (default) | openai | fake"),
-    out: Path = typer.Option(Path("runs/eval"), "--out", help="results.jsonl, summary.json, summary.md, quality_vs_time.png"),
+    out: Path = typer.Option(
+        Path("runs/eval"), "--out", help="results.jsonl, summary.json, summary.md, quality_vs_time.png"
+    ),
     reader: str | None = typer.Option(None, "--reader", help="local extractive QA model dir for Disambig-F1 and DR"),
-    judge: str | None = typer.Option(None, "--judge", help="LLM judge for VerDICt's grounded metrics on ASQA-style data (opt-in; adds ~12 calls a run)"),
-    settings: list[str] = typer.Option([], "--set", help="METHOD.FIELD=VALUE, a method's option; repeatable (e.g. sunar.asu=false)"),
+    judge: str | None = typer.Option(
+        None,
+        "--judge",
+        help="LLM judge for VerDICt's grounded metrics on ASQA-style data (opt-in; adds ~12 calls a run)",
+    ),
+    settings: list[str] = typer.Option(
+        [], "--set", help="METHOD.FIELD=VALUE, a method's option; repeatable (e.g. sunar.asu=false)"
+    ),
 ) -> None:
     """Run methods side by side on a dataset; resumable (finished runs in OUT/results.jsonl are skipped)."""
     from agent.errors import AgentError
@@ -266,9 +290,15 @@ def bench(
     methods: str = typer.Option("closed_book,rag,diva,toc,verdict,sunar", "--methods"),
     questions: int = typer.Option(3, "--questions", min=1, help="questions per method for the orchestration figure"),
     out: Path | None = typer.Option(None, "--out", help="also write the figures as JSON here"),
-    nar_questions: int = typer.Option(20, "--nar-questions", min=1, help="HotpotQA-style data: questions for SUNAR's retrieval recall"),
-    asu_llm: str | None = typer.Option(None, "--asu-llm", help="also measure NAR with ASU using this LLM (the one figure that needs an LLM)"),
-    nar_offset: int = typer.Option(0, "--nar-offset", min=0, help="skip this many questions first (to split a long ASU run)"),
+    nar_questions: int = typer.Option(
+        20, "--nar-questions", min=1, help="HotpotQA-style data: questions for SUNAR's retrieval recall"
+    ),
+    asu_llm: str | None = typer.Option(
+        None, "--asu-llm", help="also measure NAR with ASU using this LLM (the one figure that needs an LLM)"
+    ),
+    nar_offset: int = typer.Option(
+        0, "--nar-offset", min=0, help="skip this many questions first (to split a long ASU run)"
+    ),
 ) -> None:
     """LLM-free performance: ingest passages/s, retrieval p50/p95, orchestration overhead per method; on HotpotQA-style
     data also SUNAR's recall@10 for BM25 vs NAR (and NAR with ASU given --asu-llm). With --out, the recall figures
@@ -298,7 +328,9 @@ def serve(
     port: int = typer.Option(8000, "--port"),
     llm: str | None = typer.Option(None, "--llm", help="local (default) | openai | fake (scripted, for tests)"),
     collection: str | None = typer.Option(None, "--collection", "-c"),
-    api_key: str | None = typer.Option(None, "--api-key", envvar="AMBIGQA_API_KEY", help="require this X-API-Key header"),
+    api_key: str | None = typer.Option(
+        None, "--api-key", envvar="AMBIGQA_API_KEY", help="require this X-API-Key header"
+    ),
     max_concurrent: int = typer.Option(4, "--max-concurrent", min=1, help="graph runs at once; more wait, then 503"),
     queue_timeout: float = typer.Option(30.0, "--queue-timeout", min=0, help="seconds a request waits for a slot"),
     max_body_bytes: int = typer.Option(64_000, "--max-body-bytes", min=256),
@@ -314,7 +346,9 @@ def serve(
     from agent.surfaces.server import create_app
 
     get_settings.cache_clear()
-    app_ = create_app(api_key=api_key, max_concurrent=max_concurrent, queue_timeout=queue_timeout, max_body_bytes=max_body_bytes)
+    app_ = create_app(
+        api_key=api_key, max_concurrent=max_concurrent, queue_timeout=queue_timeout, max_body_bytes=max_body_bytes
+    )
     from agent.registry import METHODS
 
     routes = ", ".join(f"/{m}" for m in METHODS)
@@ -362,6 +396,7 @@ def neighbours(
         f"{collection}: {len(graph.ids)} passages × {graph.k} neighbours in {graph.seconds:.1f}s → {graph_path(store, k)}",
         highlight=False,
     )
+
 
 def main() -> None:
     try:

@@ -35,7 +35,9 @@ def _require_loopback(url: str) -> None:
         raise ConfigError(f"load tests only target this machine (127.0.0.0/8, ::1, localhost), not '{host}'")
 
 
-async def _load(url: str, method: str, requests: int, concurrency: int, question: str, timeout: float, api_key: str | None) -> LoadReport:
+async def _load(
+    url: str, method: str, requests: int, concurrency: int, question: str, timeout: float, api_key: str | None
+) -> LoadReport:
     gate = asyncio.Semaphore(concurrency)
     headers = {"X-API-Key": api_key} if api_key else {}
     latencies: list[float] = []

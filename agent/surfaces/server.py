@@ -59,7 +59,9 @@ class GraphRunnable(Runnable):
     def config_specs(self) -> list[ConfigurableFieldSpec]:
         """The graph's context fields, settable per request as ``config.configurable``."""
         return [
-            ConfigurableFieldSpec(id=name, annotation=field.annotation, default=field.default, description=field.description)
+            ConfigurableFieldSpec(
+                id=name, annotation=field.annotation, default=field.default, description=field.description
+            )
             for name, field in self.graph.context_schema.model_fields.items()
         ]
 
@@ -106,7 +108,9 @@ def _events(namespace: tuple[str, ...], chunk: dict) -> Iterator[dict]:
 class Limits:
     """ASGI middleware: API key, request size and a bounded number of concurrent graph runs."""
 
-    def __init__(self, app: Any, *, api_key: str | None, max_body_bytes: int, max_concurrent: int, queue_timeout: float):
+    def __init__(
+        self, app: Any, *, api_key: str | None, max_body_bytes: int, max_concurrent: int, queue_timeout: float
+    ):
         self.app = app
         self.api_key = api_key
         self.max_body_bytes = max_body_bytes
@@ -164,6 +168,10 @@ def create_app(
         return {"status": "ok", "methods": list(methods), "llm": settings.llm, "collection": settings.collection}
 
     app.add_middleware(
-        Limits, api_key=api_key, max_body_bytes=max_body_bytes, max_concurrent=max_concurrent, queue_timeout=queue_timeout
+        Limits,
+        api_key=api_key,
+        max_body_bytes=max_body_bytes,
+        max_concurrent=max_concurrent,
+        queue_timeout=queue_timeout,
     )
     return app

@@ -15,7 +15,9 @@ class QuestionArgs(BaseModel):
     question: str = Field(description="the question to answer, as the user asked it")
 
 
-def as_tool(method: str, llm: str | BaseChatModel | None = None, collection: str | None = None, **options: Any) -> StructuredTool:
+def as_tool(
+    method: str, llm: str | BaseChatModel | None = None, collection: str | None = None, **options: Any
+) -> StructuredTool:
     """A tool named ``ask_<method>``: content is the long-form answer, artifact the disambiguations and passages."""
     from agent.runner import run
 
