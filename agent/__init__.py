@@ -1,4 +1,4 @@
-"""Ambiguity-aware retrieval-augmented QA on LangGraph: shared building blocks and the ``run`` entry point.
+"""Ambiguity-aware retrieval-augmented QA on LangGraph: shared building blocks, ``run`` and ``search``.
 
 Heavy modules load on first use so ``python -m agent --help`` starts fast.
 """
@@ -8,17 +8,17 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from agent.runner import run
+    from agent.runner import run, search
     from agent.schemas import RunResult
 
-__all__ = ["run", "RunResult"]
+__all__ = ["run", "search", "RunResult"]
 
 
 def __getattr__(name: str) -> Any:
-    if name == "run":
-        from agent.runner import run
+    if name in ("run", "search"):
+        from agent import runner
 
-        return run
+        return getattr(runner, name)
     if name == "RunResult":
         from agent.schemas import RunResult
 

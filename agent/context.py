@@ -11,7 +11,9 @@ from pydantic import BaseModel, Field, ValidationError
 from agent.errors import ConfigError
 from agent.llm.calls import LLMOptions
 from agent.retrieval.collections import open_store
+from agent.retrieval.pipeline import FirstStage, Reranker, RetrievalOptions
 from agent.retrieval.store import Store
+from agent.steps.fewshot import Selection, Shots
 
 C = TypeVar("C", bound="RunContext")
 
@@ -24,6 +26,25 @@ class RunContext(BaseModel):
     structured: bool = Field(default=True, description="grammar/JSON-schema constrained output where supported")
     retries: int = Field(default=2, ge=0, le=5, description="extra attempts when LLM output cannot be parsed")
     max_concurrency: int = Field(default=8, ge=1, le=64, description="parallel LLM calls within one node")
+    fewshot: int = Field(default=5, ge=0, le=15, description="pool demonstrations per prompt (DIVA A.4, ToC A.3: 5)")
+    demo_selection: Selection = Field(
+        default="nearest", description="nearest to the question, or fixed (one prompt prefix shared across questions)"
+    )
+    prompt_tokens: int = Field(
+        default=3300,
+        ge=256,
+        le=1_000_000,
+        description="estimated prompt tokens per call: demo passages are shortened, then demos dropped, to stay within "
+        "it (3,300 leaves the local model's 4,096-token context room for a 300-token answer)",
+    )
+    first_stage: FirstStage = Field(
+        default="hybrid", description="dense (MiniLM) | bm25 | hybrid (reciprocal-rank fusion)"
+    )
+    reranker: Reranker = Field(
+        default="cross-encoder",
+        description="none | cross-encoder (ms-marco-MiniLM-L-12-v2) | colbert (late interaction)",
+    )
+    rerank_depth: int = Field(default=20, ge=1, le=1000, description="first-stage passages the re-ranker scores")
 
     def llm_options(self) -> LLMOptions:
         return LLMOptions(
@@ -36,6 +57,12 @@ class RunContext(BaseModel):
 
     def store(self) -> Store:
         return open_store(self.collection or None)
+
+    def shots(self) -> Shots:
+        return Shots(k=self.fewshot, selection=self.demo_selection, budget=self.prompt_tokens)
+
+    def retrieval(self) -> RetrievalOptions:
+        return RetrievalOptions(first_stage=self.first_stage, reranker=self.reranker, depth=self.rerank_depth)
 
 
 def make_context(

@@ -9,12 +9,13 @@ from typing import Any
 
 from langchain_core.language_models import BaseChatModel
 
-from agent.context import make_context
-from agent.errors import InvalidQuestionError
+from agent.context import RunContext, make_context
+from agent.errors import ConfigError, InvalidQuestionError
 from agent.llm.factory import model_name, prewarm
 from agent.llm.usage import merge_usage
 from agent.registry import load_graph
-from agent.schemas import RunResult
+from agent.retrieval.pipeline import search as pipeline_search
+from agent.schemas import Passage, RunResult
 from agent.settings import get_settings
 
 CONTRACT = {"question", "answer", "disambiguations", "passages", "usage"}
@@ -93,6 +94,16 @@ def run(
         seconds=round(time.perf_counter() - start, 3),
         extra={k: v for k, v in output.items() if k not in CONTRACT},
     )
+
+
+def search(question: str, k: int = 5, collection: str | None = None, **options: Any) -> list[Passage]:
+    """The ``k`` passages the default pipeline retrieves for ``question`` (what ``rag`` reads); ``options`` are
+    retrieval fields (``first_stage``, ``reranker``, ``rerank_depth``)."""
+    question = validate_question(question)
+    if not 1 <= k <= 1000:
+        raise ConfigError(f"k must be between 1 and 1000, not {k}")
+    context = make_context(RunContext, {"collection": collection or "", **options}, strict=True, owner="search")
+    return pipeline_search(context.store(), question, k, context.retrieval())
 
 
 def _stream(graph: Any, inputs: dict, context: Any) -> Iterator[tuple[tuple[str, ...], str, Any]]:

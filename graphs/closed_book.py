@@ -12,7 +12,8 @@ from agent.steps.rac import closed_book
 
 
 def answer(state: AnswerState, runtime: Runtime[RunContext]) -> dict:
-    reply = closed_book(state["question"], context_of(runtime, RunContext).llm_options())
+    ctx = context_of(runtime, RunContext)
+    reply = closed_book(state["question"], ctx.llm_options(), ctx.shots())
     return {"answer": reply.value, "disambiguations": [], "passages": [], "usage": usage_update(reply)}
 
 

@@ -18,11 +18,11 @@ from agent.context import RunContext, context_of
 from agent.llm.calls import Reply, ask, run_concurrently, usage_update
 from agent.llm.parsing import parse_yes_no
 from agent.retrieval.embeddings import embed
+from agent.retrieval.pipeline import MemoScorer, first_stage, rank_pool
 from agent.schemas import AmbiguityType, Passage, YesNo
 from agent.state import AnswerOutput, QuestionInput
 from agent.steps import rac
 from agent.steps.ambiguity import classify_ambiguity, demos_for, infer_interpretations
-from agent.steps.fewshot import Selection
 from agent.text import render_passages
 
 Grade = Literal["Useful", "PartialUseful", "Useless"]
@@ -35,11 +35,6 @@ class DivaContext(RunContext):
     pool_size: int = Field(
         default=100, ge=1, le=1000, description="|C|: candidate passages first retrieved for the question"
     )
-    fewshot: int = Field(default=5, ge=0, le=15, description="demonstrations in I_a and I_p (5-shot, Table 1)")
-    demo_selection: Selection = Field(
-        default="nearest",
-        description="nearest neighbours of the question (A.4) or fixed (a prompt prefix shared across questions)",
-    )
     max_interpretations: int = Field(
         default=8, ge=1, le=20, description="cap on pseudo-interpretations = verify calls (ours)"
     )
@@ -49,8 +44,10 @@ class DivaContext(RunContext):
 
 
 class ScoredPassage(BaseModel):
-    passage: Passage = Field(description="a passage of P̃ (Eq. 4); its score is the cosine similarity to the question")
-    relevance: list[float] = Field(description="cosine similarity to each pseudo-interpretation, in order")
+    passage: Passage = Field(description="a passage of P̃ (Eq. 4), with its first-stage score for the question")
+    relevance: list[float] = Field(
+        description="relevance to each pseudo-interpretation, in order: the re-ranker's score, or cosine without one"
+    )
     retrieved_for: list[int] = Field(description="the interpretations whose top-K held this passage")
     score: float | None = Field(default=None, description="S(p) of Eq. 5, the mean relevance; set by prune")
     kept: bool = Field(default=False, description="among the top-K by S(p), i.e. in P_i")
@@ -88,33 +85,42 @@ def type_ambiguity(state: DivaState, runtime: Runtime[DivaContext]) -> dict:
         return {}
     ctx = context_of(runtime, DivaContext)
     question = state["question"]
-    reply = classify_ambiguity(question, demos_for(question, ctx.fewshot, ctx.demo_selection), ctx.llm_options())
+    shots = ctx.shots()
+    reply = classify_ambiguity(question, demos_for(question, shots), ctx.llm_options(), shots)
     return {"ambiguity_types": reply.value.types, "ambiguity_reason": reply.value.reason, "usage": usage_update(reply)}
 
 
 def interpret(state: DivaState, runtime: Runtime[DivaContext]) -> dict:
     ctx = context_of(runtime, DivaContext)
     question = state["question"]
-    demos = demos_for(question, ctx.fewshot, ctx.demo_selection)
-    reply = infer_interpretations(question, state.get("ambiguity_reason", ""), demos, ctx.llm_options())  # Eq. 3
+    shots = ctx.shots()
+    reason = state.get("ambiguity_reason", "")
+    reply = infer_interpretations(question, reason, demos_for(question, shots), ctx.llm_options(), shots)  # Eq. 3
     interpretations = reply.value[: ctx.max_interpretations] or [question]  # none inferred: the question itself
     return {"interpretations": interpretations, "usage": usage_update(reply)}
 
 
 def retrieve(state: DivaState, runtime: Runtime[DivaContext]) -> dict:
     ctx = context_of(runtime, DivaContext)
-    store = ctx.store()
-    pool = store.search(state["question"], ctx.pool_size)  # C_i, generally relevant to the question
-    relevance = embed(state["interpretations"]) @ store.embeddings(pool).T  # cosine: all vectors are unit length
-    retrieved_for: dict[int, list[int]] = {}
-    for j, row in enumerate(relevance):
-        for i in np.argsort(-row, kind="stable")[: ctx.top_k]:  # R(C_i, q̂_j; K)
-            retrieved_for.setdefault(int(i), []).append(j)
-    scored = [  # P̃_i, the union over interpretations (Eq. 4), in pool order
+    store, options = ctx.store(), ctx.retrieval()
+    interpretations = state["interpretations"]
+    pool = first_stage(store, [state["question"]], ctx.pool_size, options.first_stage)[0]  # C_i, for the question
+    scorer = options.scorer()
+    scorer = scorer and MemoScorer(scorer)  # retrieve and prune score the same pairs once
+    retrieved_for: dict[str, list[int]] = {}
+    for j, interpretation in enumerate(interpretations):
+        for passage in rank_pool(store, interpretation, pool, ctx.top_k, options, scorer):  # R(C_i, q̂_j; K)
+            retrieved_for.setdefault(passage.id, []).append(j)
+    union = [p for p in pool if p.id in retrieved_for]  # P̃_i, the union over interpretations (Eq. 4), in pool order
+    if scorer is None:
+        relevance = embed(interpretations) @ store.embeddings(union).T  # cosine: all vectors are unit length
+    else:
+        relevance = np.array([scorer.score(interpretation, union) for interpretation in interpretations])
+    scored = [
         ScoredPassage(
-            passage=pool[i], relevance=[round(float(s), 6) for s in relevance[:, i]], retrieved_for=retrieved_for[i]
+            passage=p, relevance=[round(float(s), 6) for s in relevance[:, i]], retrieved_for=retrieved_for[p.id]
         )
-        for i in sorted(retrieved_for)
+        for i, p in enumerate(union)
     ]
     return {"scored": scored}
 
@@ -161,18 +167,21 @@ def verify(state: DivaState, runtime: Runtime[DivaContext]) -> dict:
 
 
 def rag_extract(state: DivaState, runtime: Runtime[DivaContext]) -> dict:
-    reply = rac.extract(state["question"], state["kept"], context_of(runtime, DivaContext).llm_options())  # Eq. 1
+    ctx = context_of(runtime, DivaContext)
+    reply = rac.extract(state["question"], state["kept"], ctx.llm_options(), ctx.shots())  # Eq. 1
     return {"disambiguations": reply.value, "passages": state["kept"], "route": "rag", "usage": usage_update(reply)}
 
 
 def rag_generate(state: DivaState, runtime: Runtime[DivaContext]) -> dict:
-    options = context_of(runtime, DivaContext).llm_options()
-    reply = rac.generate(state["question"], state["disambiguations"], state["passages"], options)  # Eq. 2
+    ctx = context_of(runtime, DivaContext)
+    pairs, passages = state["disambiguations"], state["passages"]
+    reply = rac.generate(state["question"], pairs, passages, ctx.llm_options(), ctx.shots())  # Eq. 2
     return {"answer": reply.value, "usage": usage_update(reply)}
 
 
 def closed_book(state: DivaState, runtime: Runtime[DivaContext]) -> dict:
-    reply = rac.closed_book(state["question"], context_of(runtime, DivaContext).llm_options())  # LLM(q_i, I_l)
+    ctx = context_of(runtime, DivaContext)
+    reply = rac.closed_book(state["question"], ctx.llm_options(), ctx.shots())  # LLM(q_i, I_l)
     return {
         "answer": reply.value,
         "disambiguations": [],

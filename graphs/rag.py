@@ -1,4 +1,6 @@
-"""Vanilla RAG (RAC in the DIVA and ToC papers): retrieve top-k → extract DQ/DA pairs (I_e) → long-form answer (I_g)."""
+"""Vanilla RAG (RAC in the DIVA and ToC papers): retrieve top-k → extract DQ/DA pairs (I_e) → long-form answer (I_g).
+
+``retrieve`` runs the retrieval pipeline: the first stage, then the re-ranker over its top ``rerank_depth``."""
 
 from __future__ import annotations
 
@@ -8,6 +10,7 @@ from pydantic import Field
 
 from agent.context import RunContext, context_of
 from agent.llm.calls import usage_update
+from agent.retrieval.pipeline import search
 from agent.state import AnswerOutput, AnswerState, QuestionInput
 from agent.steps.rac import extract, generate
 
@@ -18,17 +21,18 @@ class RagContext(RunContext):
 
 def retrieve(state: AnswerState, runtime: Runtime[RagContext]) -> dict:
     ctx = context_of(runtime, RagContext)
-    return {"passages": ctx.store().search(state["question"], ctx.top_k)}
+    return {"passages": search(ctx.store(), state["question"], ctx.top_k, ctx.retrieval())}
 
 
 def rag_extract(state: AnswerState, runtime: Runtime[RagContext]) -> dict:
-    reply = extract(state["question"], state["passages"], context_of(runtime, RagContext).llm_options())
+    ctx = context_of(runtime, RagContext)
+    reply = extract(state["question"], state["passages"], ctx.llm_options(), ctx.shots())
     return {"disambiguations": reply.value, "usage": usage_update(reply)}
 
 
 def rag_generate(state: AnswerState, runtime: Runtime[RagContext]) -> dict:
-    options = context_of(runtime, RagContext).llm_options()
-    reply = generate(state["question"], state["disambiguations"], state["passages"], options)
+    ctx = context_of(runtime, RagContext)
+    reply = generate(state["question"], state["disambiguations"], state["passages"], ctx.llm_options(), ctx.shots())
     return {"answer": reply.value, "usage": usage_update(reply)}
 
 

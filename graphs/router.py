@@ -23,7 +23,6 @@ from agent.llm.usage import merge_usage
 from agent.schemas import AmbiguityType, Disambiguation, Passage, UsageReport
 from agent.state import AnswerOutput, QuestionInput
 from agent.steps.ambiguity import classify_ambiguity, demos_for, infer_interpretations
-from agent.steps.fewshot import Selection
 from graphs import closed_book, diva, rag, sunar, toc, verdict
 
 Method = Literal["closed_book", "rag", "diva", "toc", "verdict", "sunar"]
@@ -44,8 +43,6 @@ class RouterContext(RunContext):
         default=False, description="ask a person which interpretations to answer (needs a checkpointer)"
     )
     top_k: int = Field(default=5, ge=1, le=50, description="passages per question for the rag route")
-    fewshot: int = Field(default=5, ge=0, le=15, description="demonstrations in the typing and interpretation prompts")
-    demo_selection: Selection = "nearest"
     max_interpretations: int = Field(
         default=8, ge=1, le=20, description="cap on the interpretations offered in clarify mode"
     )
@@ -65,8 +62,8 @@ class RouterState(QuestionInput, RouterOutput, total=False):
 
 def type_ambiguity(state: RouterState, runtime: Runtime[RouterContext]) -> dict:
     ctx = context_of(runtime, RouterContext)
-    demos = demos_for(state["question"], ctx.fewshot, ctx.demo_selection)
-    reply = classify_ambiguity(state["question"], demos, ctx.llm_options())
+    shots = ctx.shots()
+    reply = classify_ambiguity(state["question"], demos_for(state["question"], shots), ctx.llm_options(), shots)
     return {"ambiguity_types": reply.value.types, "ambiguity_reason": reply.value.reason, "usage": usage_update(reply)}
 
 
@@ -88,8 +85,10 @@ def delegate(method: Method) -> Any:
 
 def interpret(state: RouterState, runtime: Runtime[RouterContext]) -> dict:
     ctx = context_of(runtime, RouterContext)
-    demos = demos_for(state["question"], ctx.fewshot, ctx.demo_selection)
-    reply = infer_interpretations(state["question"], state.get("ambiguity_reason", ""), demos, ctx.llm_options())
+    shots, reason = ctx.shots(), state.get("ambiguity_reason", "")
+    reply = infer_interpretations(
+        state["question"], reason, demos_for(state["question"], shots), ctx.llm_options(), shots
+    )
     return {
         "interpretations": reply.value[: ctx.max_interpretations] or [state["question"]],
         "usage": usage_update(reply),

@@ -19,7 +19,9 @@ from agent.llm.parsing import parse_self_ask, parse_short_answer
 from agent.retrieval.bm25 import bm25_index
 from agent.retrieval.nar import neighbourhood_rerank
 from agent.retrieval.neighbours import load_neighbours
-from agent.retrieval.rerank import DEFAULT_RERANKER, get_scorer, rerank
+from agent.retrieval.pipeline import FirstStage, first_stage
+from agent.retrieval.rerank import rerank
+from agent.retrieval.scorers import DEFAULT_RERANKER, get_scorer
 from agent.schemas import Disambiguation, Passage
 from agent.state import AnswerOutput, QuestionInput
 from agent.steps.equivalence import get_equivalence, semantic_sets
@@ -30,12 +32,14 @@ UNKNOWN = "unknown"
 
 class SunarContext(RunContext):
     max_hops: int = Field(default=3, ge=1, le=8, description="most sub-questions before the final answer")
-    first_stage_k: int = Field(default=100, ge=1, le=1000, description="BM25 depth of the first-stage ranking R0")
+    first_stage: FirstStage = Field(default="bm25", description="R0's retriever: sparse, the complement of G's dense")
+    first_stage_k: int = Field(default=100, ge=1, le=1000, description="depth of the first-stage ranking R0")
     neighbours_k: int = Field(default=10, ge=1, le=100, description="neighbours per passage in the graph G")
     batch_size: int = Field(default=16, ge=1, le=128, description="NAR batch size b")
     budget: int = Field(default=100, ge=1, le=1000, description="NAR re-ranking budget c")
     reranker: str = Field(
-        default=DEFAULT_RERANKER, description="cross-encoder (agent.retrieval.rerank.register_scorer adds more)"
+        default=DEFAULT_RERANKER,
+        description="NAR's scorer: cross-encoder | colbert (agent.retrieval.scorers.register_scorer adds more)",
     )
     asu: bool = Field(default=True, description="re-score each NAR batch by Answer Semantic Uncertainty (Eq. 5)")
     samples: int = Field(default=5, ge=1, le=20, description="answers m sampled per batch for ASU (Eq. 2)")
@@ -124,7 +128,7 @@ def nar_retrieve(state: SunarState, runtime: Runtime[SunarContext]) -> dict:
     store = ctx.store()
     index = bm25_index(store)
     sub_question = state["sub_question"]
-    r0 = [p for p in index.search(sub_question, ctx.first_stage_k) if (p.score or 0) > 0]  # first stage R0: BM25
+    r0 = first_stage(store, [sub_question], ctx.first_stage_k, ctx.first_stage)[0]  # first stage R0
     replies: list[Reply[str]] = []
     sets_per_batch: list[int] = []
     equivalence = get_equivalence(ctx.equivalence, ctx.llm_options())

@@ -1,11 +1,12 @@
 """Tree of Clarifications (Kim et al., EMNLP 2023): a breadth-first tree of DQ/DA pairs, then one long-form answer.
 
 ``retrieve`` fetches a candidate pool for the ambiguous question (AQ). Each BFS round sends every frontier node to the
-compiled ``expand`` subgraph (Sec. 3.2), concurrently: ``rerank`` the pool for the node's question (stored vectors,
-top 5) → ``clarify`` (RAC, Sec. 3.1: child DQ/DA pairs) → optional ``prune`` (deduplication, then self-verification).
-``grow`` adds the children in BFS order and checks termination: 10 valid nodes, depth 3, 3 failed expansions in a
-row, or the expansion cap. A round in which every expansion failed re-expands the root and the valid nodes on passages
-they have not read yet (the official code's restart). ``generate`` answers from up to 10 pairs and 5 passages.
+compiled ``expand`` subgraph (Sec. 3.2), concurrently: ``rerank`` the pool for the node's question (the cross-encoder
+over the pool's closest passages, top 5, App. A.3) → ``clarify`` (RAC, Sec. 3.1: child DQ/DA pairs) → ``prune``
+(near-duplicates removed by default; self-verification opt-in). ``grow`` adds the children in BFS order and checks
+termination: 10 valid nodes, 3 failed expansions in a row, or the expansion cap. When the frontier is spent (max depth
+reached, or every expansion failed) the root and the valid nodes are expanded again on passages they have not read,
+up to ``max_restarts`` times, as the official code restarts. ``generate`` answers from up to 10 pairs and 5 passages.
 
 Self-verification asks whether the child's answer could answer the *root* AQ given the best answer-containing
 passage, as Sec. 3.2 and Tables 8-9 define it; the DQ itself is not shown. (The official code's verify path crashes:
@@ -28,6 +29,7 @@ from agent.llm.calls import ask, run_concurrently, usage_update
 from agent.llm.parsing import parse_true_false
 from agent.llm.usage import merge_usage
 from agent.retrieval.embeddings import embed
+from agent.retrieval.pipeline import Reranker, first_stage, rank_pool
 from agent.schemas import Disambiguation, Passage, TrueFalse, UsageReport
 from agent.state import AnswerOutput, QuestionInput
 from agent.steps import rac
@@ -43,8 +45,13 @@ class TocContext(RunContext):
         default=3, ge=1, le=10, description="stop after this many failed expansions in a row (Sec. 5)"
     )
     max_expansions: int = Field(default=15, ge=1, le=100, description="hard cap on expansions per question")
-    prune: bool = Field(
-        default=False, description="deduplicate and self-verify child nodes (off: DIVA re-ran ToC without)"
+    max_restarts: int = Field(
+        default=3, ge=0, le=10, description="re-expansions of the root and valid nodes once the frontier is spent"
+    )
+    deduplicate: bool = Field(default=True, description="drop near-duplicate children (no LLM call; Table 3)")
+    prune: bool = Field(default=False, description="self-verify child nodes (off: DIVA re-ran ToC without it)")
+    reranker: Reranker = Field(
+        default="cross-encoder", description="re-ranks the pool for each node's question (App. A.3: a cross-encoder)"
     )
     duplicate_similarity: float = Field(
         default=0.9,
@@ -96,6 +103,7 @@ class TocState(QuestionInput, TocOutput, total=False):
     pool: list[Passage]  # the candidate pool retrieved once for the AQ
     frontier: list[int]  # ids of the nodes the next BFS round expands
     finished: Annotated[list[Expansion], collect]  # the current round's expansions, as they finish
+    restarts: int
     failed_streak: int
 
 
@@ -126,29 +134,27 @@ def rerank(state: ExpandState, runtime: Runtime[TocContext]) -> dict:
     ctx = context_of(runtime, TocContext)
     seen = set(state["node"].context_ids)
     pool = [p for p in state["root_pool"] if p.id not in seen]
-    if not pool:
-        return {"context": []}
-    scores = ctx.store().embeddings(pool) @ embed([state["node"].question])[0]
-    order = np.argsort(-scores, kind="stable")[: ctx.top_k]
-    return {"context": [pool[i].model_copy(update={"score": round(float(scores[i]), 6)}) for i in order]}
+    return {"context": rank_pool(ctx.store(), state["node"].question, pool, ctx.top_k, ctx.retrieval())}
 
 
 def clarify(state: ExpandState, runtime: Runtime[TocContext]) -> dict:
     """RAC (Sec. 3.1): DQ/DA pairs for the node's question from its top passages; none when no passage is left."""
     if not state["context"]:
         return {"children": [], "finished": [_expansion(state, [])]}
-    reply = rac.extract(state["node"].question, state["context"], context_of(runtime, TocContext).llm_options())
+    ctx = context_of(runtime, TocContext)
+    reply = rac.extract(state["node"].question, state["context"], ctx.llm_options(), ctx.shots())
     children = [Clarification(**pair.model_dump()) for pair in reply.value]
     return {"children": children, "finished": [_expansion(state, children)], "usage": usage_update(reply)}
 
 
 def prune(state: ExpandState, runtime: Runtime[TocContext]) -> dict:
-    """Table 3: drop duplicates of nodes in the tree, then self-verify the rest concurrently (True keeps a node)."""
+    """Table 3: drop duplicates of nodes in the tree, then (``prune``) self-verify the rest concurrently."""
     ctx = context_of(runtime, TocContext)
     children = state["children"]
-    duplicate = duplicate_flags(children, state["known"], ctx.duplicate_similarity)
-    children = [c.model_copy(update={"pruned_by": "duplicate"}) if d else c for c, d in zip(children, duplicate)]
-    to_verify = [c for c in children if not c.pruned_by]
+    if ctx.deduplicate:
+        duplicate = duplicate_flags(children, state["known"], ctx.duplicate_similarity)
+        children = [c.model_copy(update={"pruned_by": "duplicate"}) if d else c for c, d in zip(children, duplicate)]
+    to_verify = [c for c in children if not c.pruned_by] if ctx.prune else []
     evidence = best_evidence(to_verify, state["root_pool"], ctx)
     options = ctx.llm_options()
 
@@ -167,11 +173,10 @@ def prune(state: ExpandState, runtime: Runtime[TocContext]) -> dict:
         )
 
     replies = run_concurrently(verify, list(zip(to_verify, evidence)), ctx.max_concurrency)
-    verdicts = iter(r.value for r in replies)
-    children = [
-        c if c.pruned_by or next(verdicts) else c.model_copy(update={"pruned_by": "verification"}) for c in children
-    ]
-    return {"children": children, "finished": [_expansion(state, children)], "usage": usage_update(*replies)}
+    rejected = {id(c) for c, r in zip(to_verify, replies) if not r.value}
+    children = [c.model_copy(update={"pruned_by": "verification"}) if id(c) in rejected else c for c in children]
+    update = {"usage": usage_update(*replies)} if replies else {}
+    return {"children": children, "finished": [_expansion(state, children)], **update}
 
 
 def _expansion(state: ExpandState, children: list[Clarification]) -> Expansion:
@@ -215,7 +220,8 @@ def best_evidence(children: list[Disambiguation], pool: list[Passage], ctx: TocC
 
 
 def after_clarify(state: ExpandState, runtime: Runtime[TocContext]) -> Literal["prune", "__end__"]:
-    return "prune" if context_of(runtime, TocContext).prune and state["children"] else END
+    ctx = context_of(runtime, TocContext)
+    return "prune" if (ctx.deduplicate or ctx.prune) and state["children"] else END
 
 
 expand_builder = StateGraph(ExpandState, input_schema=ExpandInput, context_schema=TocContext)
@@ -236,8 +242,16 @@ def retrieve(state: TocState, runtime: Runtime[TocContext]) -> dict:
     """Sec. 3.1: one candidate pool for the AQ; the root node holds the AQ."""
     ctx = context_of(runtime, TocContext)
     root = TreeNode(id=0, question=state["question"], answer="")
-    pool = ctx.store().search(state["question"], ctx.pool_size)
-    return {"pool": pool, "tree": [root], "frontier": [0], "expansions": 0, "failed_streak": 0, "stop_reason": ""}
+    pool = first_stage(ctx.store(), [state["question"]], ctx.pool_size, ctx.first_stage)[0]
+    return {
+        "pool": pool,
+        "tree": [root],
+        "frontier": [0],
+        "expansions": 0,
+        "restarts": 0,
+        "failed_streak": 0,
+        "stop_reason": "",
+    }
 
 
 def grow(state: TocState, runtime: Runtime[TocContext]) -> dict:
@@ -246,7 +260,7 @@ def grow(state: TocState, runtime: Runtime[TocContext]) -> dict:
     tree = list(state["tree"])
     results = {e.node_id: e for e in state["finished"]}
     frontier = state["frontier"]
-    duplicates = _duplicates_across(results, frontier, ctx.duplicate_similarity) if ctx.prune else set()
+    duplicates = _duplicates_across(results, frontier, ctx.duplicate_similarity) if ctx.deduplicate else set()
     streak, stop, added = state.get("failed_streak", 0), "", []
     for node_id in frontier:
         result, parent = results[node_id], tree[node_id]
@@ -269,13 +283,15 @@ def grow(state: TocState, runtime: Runtime[TocContext]) -> dict:
         elif streak >= ctx.max_failures:
             stop = f"{ctx.max_failures} failed expansions in a row"
     count = state.get("expansions", 0) + len(frontier)
+    restarts = state.get("restarts", 0)
     following: list[int] = []
     if not stop:
         following = [n.id for n in added if n.depth < ctx.max_depth]
-        if added and not following:
-            stop = f"depth {ctx.max_depth}"
-        elif not added:  # every expansion failed: re-expand the root and the valid nodes on unread passages
-            following = [n.id for n in tree if not n.pruned and n.depth < ctx.max_depth]
+        if not following:  # max depth reached or every expansion failed: restart from the root (official code)
+            restarts += 1
+            if restarts > ctx.max_restarts:
+                stop = f"{ctx.max_restarts} restarts"
+            following = [n.id for n in tree if not n.pruned and n.depth < ctx.max_depth]  # re-read on unread passages
         if not stop and count >= ctx.max_expansions:
             stop = f"{ctx.max_expansions} expansions"
     return {
@@ -283,6 +299,7 @@ def grow(state: TocState, runtime: Runtime[TocContext]) -> dict:
         "frontier": [] if stop else following[: ctx.max_expansions - count],
         "finished": None,
         "expansions": count,
+        "restarts": restarts,
         "failed_streak": streak,
         "stop_reason": stop,
     }
@@ -316,7 +333,7 @@ def generate(state: TocState, runtime: Runtime[TocContext]) -> dict:
     nodes = [n for n in tree[1:] if not n.pruned][: ctx.max_nodes]
     pairs = [Disambiguation(question=n.question, answer=n.answer, passage_ids=n.passage_ids) for n in nodes]
     passages = answer_passages(nodes, state["pool"], ctx.answer_passages)
-    reply = rac.generate(state["question"], pairs, passages, ctx.llm_options())
+    reply = rac.generate(state["question"], pairs, passages, ctx.llm_options(), ctx.shots())
     return {
         "tree": tree,
         "answer": reply.value,

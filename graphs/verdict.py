@@ -17,6 +17,7 @@ from agent.context import RunContext, context_of
 from agent.llm.calls import Reply, ask, run_concurrently, usage_update
 from agent.llm.parsing import parse_execution, parse_long_answer, parse_query
 from agent.retrieval.embeddings import embed
+from agent.retrieval.pipeline import search
 from agent.schemas import Disambiguation, Execution, Passage
 from agent.state import AnswerOutput, QuestionInput
 from agent.steps.consolidation import hdbscan_labels, representatives
@@ -64,7 +65,8 @@ def relax(state: VerdictState, runtime: Runtime[VerdictContext]) -> dict:
 
 def retrieve(state: VerdictState, runtime: Runtime[VerdictContext]) -> dict:
     ctx = context_of(runtime, VerdictContext)
-    return {"passages": ctx.store().search(state["relaxed_query"], ctx.top_k)}  # Eq. 7, one retrieval
+    universe = search(ctx.store(), state["relaxed_query"], ctx.top_k, ctx.retrieval())  # Eq. 7, one retrieval
+    return {"passages": universe}
 
 
 def execute(state: VerdictState, runtime: Runtime[VerdictContext]) -> dict:

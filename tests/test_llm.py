@@ -39,7 +39,14 @@ def test_constrained_output_format_per_provider():
 
 def test_prompt_puts_the_per_call_part_last(scripted):
     name, model = scripted({"rag_extract": "DQ 1: Q?\nDA 1: A"})
-    ask("rag_extract", LLMOptions(llm=name), parse=parse_disambiguations, passages="[1] T | text", question="Which?")
+    ask(
+        "rag_extract",
+        LLMOptions(llm=name),
+        parse=parse_disambiguations,
+        passages="[1] T | text",
+        question="Which?",
+        examples="",
+    )
     system, user = model.calls[0].messages
     assert "DQ 1:" in system.content and "Which?" not in system.content
     assert user.content.index("[1] T | text") < user.content.index("Which?")
@@ -48,7 +55,14 @@ def test_prompt_puts_the_per_call_part_last(scripted):
 
 def test_malformed_output_is_retried_then_parsed(scripted):
     name, model = scripted({"rag_extract": ["I cannot help.", "DQ 1: Q?\nDA 1: A"]})
-    reply = ask("rag_extract", LLMOptions(llm=name, retries=2), parse=parse_disambiguations, passages="", question="q")
+    reply = ask(
+        "rag_extract",
+        LLMOptions(llm=name, retries=2),
+        parse=parse_disambiguations,
+        passages="",
+        question="q",
+        examples="",
+    )
     assert reply.parsed and reply.attempts == 2
     assert reply.usage.calls == 2 and reply.usage.input_tokens > 0
     assert [p.answer for p in reply.value] == ["A"]
@@ -56,7 +70,9 @@ def test_malformed_output_is_retried_then_parsed(scripted):
 
 def test_retries_are_bounded_then_the_fallback_is_used(scripted):
     name, model = scripted({"closed_book": "?"})
-    reply = ask("closed_book", LLMOptions(llm=name, retries=1), parse=parse_yes_no, fallback=False, question="q")
+    reply = ask(
+        "closed_book", LLMOptions(llm=name, retries=1), parse=parse_yes_no, fallback=False, question="q", examples=""
+    )
     assert reply.parsed is False and reply.value is False
     assert len(model.calls) == 2
 
@@ -64,12 +80,18 @@ def test_retries_are_bounded_then_the_fallback_is_used(scripted):
 def test_without_fallback_unusable_output_raises(scripted):
     name, _ = scripted({"closed_book": "?"})
     with pytest.raises(OutputError, match="no usable output after 1 attempts"):
-        ask("closed_book", LLMOptions(llm=name, retries=0), parse=parse_yes_no, question="q")
+        ask("closed_book", LLMOptions(llm=name, retries=0), parse=parse_yes_no, question="q", examples="")
 
 
 def test_generation_settings_reach_the_model(scripted):
     name, model = scripted({"closed_book": "Yes"})
-    ask("closed_book", LLMOptions(llm=name, temperature=0.3, max_tokens=300), parse=parse_yes_no, question="q")
+    ask(
+        "closed_book",
+        LLMOptions(llm=name, temperature=0.3, max_tokens=300),
+        parse=parse_yes_no,
+        question="q",
+        examples="",
+    )
     assert model.calls[0].kwargs["temperature"] == 0.3 and model.calls[0].kwargs["max_tokens"] == 300
 
 
@@ -86,7 +108,7 @@ def test_unreachable_endpoint_is_a_clear_error(monkeypatch):
     )
     try:
         with pytest.raises(LLMUnavailableError, match="unreachable"):
-            ask("closed_book", LLMOptions(llm="down"), parse=parse_yes_no, question="q")
+            ask("closed_book", LLMOptions(llm="down"), parse=parse_yes_no, question="q", examples="")
     finally:
         unregister_model("down")
 
@@ -212,7 +234,7 @@ def test_a_refused_request_is_a_clear_error(refusing_endpoint, status, message, 
     register_model("refusing", ChatOpenAI(base_url=url, api_key="x", model="m", max_retries=0, timeout=5))
     try:
         with pytest.raises(error, match=fragment) as caught:
-            ask("closed_book", LLMOptions(llm="refusing"), parse=parse_yes_no, question="q")
+            ask("closed_book", LLMOptions(llm="refusing"), parse=parse_yes_no, question="q", examples="")
         assert "prompt 'closed_book'" in str(caught.value) or status == 401
         assert status == 401 or type(caught.value) is LLMError  # one request refused: the eval records it and goes on
     finally:

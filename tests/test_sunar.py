@@ -19,7 +19,8 @@ from agent.retrieval.bm25 import bm25_index
 from agent.retrieval.collections import open_store
 from agent.retrieval.nar import neighbourhood_rerank
 from agent.retrieval.neighbours import build_neighbours, graph_path, load_neighbours, nearest_neighbours
-from agent.retrieval.rerank import get_scorer, rerank
+from agent.retrieval.rerank import rerank
+from agent.retrieval.scorers import get_scorer
 from agent.steps.equivalence import LLMEquivalence, TokenEquivalence, get_equivalence, normalize, semantic_sets
 
 QUESTION = "Which river flows through the capital city of Zorbania?"
@@ -146,7 +147,7 @@ def test_asu_divides_each_batch_by_its_semantic_sets(planted):
 
 def test_cross_encoder_prefers_the_relevant_passage(planted):
     store = open_store(planted)
-    top = rerank(SUB_QUESTION, store.all_passages(), 2)
+    top = rerank(SUB_QUESTION, store.all_passages(), 2, get_scorer())
     assert top[0].id == "zorbania" and 0 < top[1].score < top[0].score < 1
 
 

@@ -98,17 +98,29 @@ def test_a_model_that_finds_no_new_dqs_stops_after_three_failed_expansions(hocke
     assert len(set(root.context_ids)) == 15  # each retry of the root reads five passages it has not read yet
 
 
-def test_depth_never_exceeds_three(hockey, scripted):
+def test_depth_never_exceeds_three_and_a_spent_frontier_restarts_from_the_root(hockey, scripted):
     def two_readings(call) -> str:
         question = question_of(call)
         return pairs(*((f"{question[:-1]} (reading {j})?", f"answer {j}") for j in (1, 2)))
 
     name, _ = scripted({"rag_extract": two_readings, "rag_generate": GENERATE})
-    result = run(name, hockey, max_nodes=50)
+    result = run(name, hockey, max_nodes=50, deduplicate=False)
     tree = result.extra["tree"]
-    assert result.extra["stop_reason"] == "depth 3"
-    assert max(n.depth for n in tree) == 3 and len(tree) == 1 + 2 + 4 + 8
-    assert all(n.expanded == 0 for n in tree if n.depth == 3) and result.extra["expansions"] == 7
+    assert max(n.depth for n in tree) == 3 and all(n.expanded == 0 for n in tree if n.depth == 3)
+    assert tree[0].expanded == 2  # depth 3 was reached after 7 expansions: the root and valid nodes went again
+    assert len(set(tree[0].context_ids)) == 10  # ... on passages the root had not read
+    assert result.extra["stop_reason"] == "15 expansions" and result.extra["expansions"] == 15
+
+
+def test_near_duplicate_children_are_dropped_by_default_without_an_llm_call(hockey, scripted):
+    repeat = ("Who won the men's hockey tournament at the 2014 Winter Olympics?", "Canada")
+    replies = {AQ: pairs(DQ["A"], DQ["B"]), DQ["A"][0]: pairs(repeat), DQ["B"][0]: pairs(DQ["C"])}
+    name, model = scripted({"rag_extract": by_question(replies), "rag_generate": GENERATE})
+    result = run(name, hockey)
+    duplicates = [n for n in result.extra["tree"] if n.pruned_by == "duplicate"]
+    assert (duplicates[0].question, duplicates[0].parent) == (repeat[0], 1) and duplicates[0].pruned
+    assert {n.question for n in duplicates} <= {DQ["A"][0], DQ["B"][0], DQ["C"][0]}  # restarts repeat them too
+    assert "toc_verify" not in model.prompts() and [d.question for d in result.disambiguations].count(repeat[0]) == 1
 
 
 def test_expansions_of_one_level_run_concurrently(hockey, scripted):
@@ -116,7 +128,7 @@ def test_expansions_of_one_level_run_concurrently(hockey, scripted):
     replies = {AQ: pairs(*list(DQ.values())[:3]), **children}
     name, model = scripted({"rag_extract": by_question(replies), "rag_generate": GENERATE}, latency=0.3)
     nodes: list[str] = []
-    run(name, hockey, on_node=lambda node, update, seconds: nodes.append(node))
+    run(name, hockey, reranker="none", deduplicate=False, on_node=lambda node, update, seconds: nodes.append(node))
     level_one = [c for c in model.calls if c.prompt == "rag_extract" and question_of(c) in children]
     assert len(level_one) == 3
     assert max(c.started for c in level_one) < min(c.ended for c in level_one)  # all three were in flight together

@@ -10,6 +10,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from agent.errors import ConfigError
 from agent.eval.datasets import load_examples
 
 
@@ -92,49 +93,113 @@ def orchestration_overhead(
     return report
 
 
-def oracle_mrecall(collection: str, examples: list[Any], k: int = 5) -> dict[str, Any]:
-    """DIVA Table 3's +Oracle row: MRecall@k of vanilla top-k vs DIVA's retrieve + prune, with the gold
-    disambiguated questions as the interpretations (no LLM involved)."""
+def oracle_mrecall(
+    collection: str, examples: list[Any], k: int = 5, retrieval: dict[str, Any] | None = None, progress: bool = False
+) -> dict[str, Any]:
+    """DIVA Table 3's +Oracle row: MRecall@k and answer coverage of the vanilla pipeline's top-k vs DIVA's retrieve +
+    prune with the gold disambiguated questions as the interpretations (no LLM involved), and the p50 seconds of each
+    per question. ``retrieval`` sets the pipeline (first_stage, reranker, rerank_depth); default: the methods' own."""
     from langgraph.runtime import Runtime
 
     from agent.eval.metrics import answer_coverage, mrecall_at_k
     from agent.registry import method_module
     from agent.retrieval.collections import open_store
+    from agent.retrieval.pipeline import search
 
     diva = method_module("diva")  # the graph's own retrieve and prune nodes
-    store = open_store(collection)
-    runtime = Runtime(context=diva.DivaContext(collection=collection, top_k=k))
+    context = diva.DivaContext(collection=collection, top_k=k, **(retrieval or {}))
+    runtime, store = Runtime(context=context), open_store(collection)
     rows = [e for e in examples if e.qa_pairs]
-    vanilla_hits = store.search_many([e.question for e in rows], k)
-    vanilla, oracle, vanilla_cov, oracle_cov = [], [], [], []
-    for example, hits in zip(rows, vanilla_hits):
+    figures: dict[str, list[float]] = {name: [] for name in ("vanilla", "oracle", "vanilla_cov", "oracle_cov")}
+    seconds: dict[str, list[float]] = {"vanilla": [], "oracle": []}
+    bar = None
+    if progress and rows:
+        from tqdm import tqdm
+
+        bar = tqdm(total=len(rows), unit="question", desc=f"{context.first_stage} + {context.reranker}")
+    for example in rows:
+        start = time.perf_counter()
+        hits = search(store, example.question, k, context.retrieval())
+        seconds["vanilla"].append(time.perf_counter() - start)
+        start = time.perf_counter()
         state: dict[str, Any] = {
             "question": example.question,
             "interpretations": [p.question for p in example.qa_pairs],
         }
         state.update(diva.retrieve(state, runtime))
         kept = diva.prune(state, runtime)["kept"]
+        seconds["oracle"].append(time.perf_counter() - start)
         golds = example.short_answers
-        vanilla.append(mrecall_at_k([p.full_text for p in hits], golds, k))
-        oracle.append(mrecall_at_k([p.full_text for p in kept], golds, k))
-        vanilla_cov.append(answer_coverage([p.full_text for p in hits], golds))
-        oracle_cov.append(answer_coverage([p.full_text for p in kept], golds))
+        figures["vanilla"].append(mrecall_at_k([p.full_text for p in hits], golds, k))
+        figures["oracle"].append(mrecall_at_k([p.full_text for p in kept], golds, k))
+        figures["vanilla_cov"].append(answer_coverage([p.full_text for p in hits], golds))
+        figures["oracle_cov"].append(answer_coverage([p.full_text for p in kept], golds))
+        if bar:
+            bar.update(1)
+    if bar:
+        bar.close()
     mean = lambda xs: round(statistics.fmean(xs), 4) if xs else 0.0  # noqa: E731
+    p50 = lambda xs: round(statistics.median(xs), 3) if xs else 0.0  # noqa: E731
     return {
         "questions": len(rows),
-        f"vanilla_mrecall@{k}": mean(vanilla),
-        f"diva_oracle_mrecall@{k}": mean(oracle),
-        "vanilla_coverage": mean(vanilla_cov),
-        "diva_oracle_coverage": mean(oracle_cov),
+        "first_stage": context.first_stage,
+        "reranker": context.reranker,
+        "rerank_depth": context.rerank_depth,
+        f"vanilla_mrecall@{k}": mean(figures["vanilla"]),
+        f"diva_oracle_mrecall@{k}": mean(figures["oracle"]),
+        "vanilla_coverage": mean(figures["vanilla_cov"]),
+        "diva_oracle_coverage": mean(figures["oracle_cov"]),
+        "vanilla_p50_s": p50(seconds["vanilla"]),
+        "oracle_p50_s": p50(seconds["oracle"]),
     }
+
+
+FIRST_STAGES = ("dense", "bm25", "hybrid")
+RERANKERS = ("none", "cross-encoder", "colbert")
+
+
+def retrieval_suite(
+    collection: str,
+    examples: list[Any],
+    *,
+    first_stages: tuple[str, ...] = FIRST_STAGES,
+    rerankers: tuple[str, ...] = RERANKERS,
+    depth: int | None = None,
+    record: Path | None = None,
+    log: Callable[[str], None] = print,
+) -> dict[str, Any]:
+    """``oracle_mrecall`` for every first stage × re-ranker; with ``record`` each configuration's figures are appended
+    to that JSONL when done, and a re-run skips configurations recorded for the same collection, questions and depth."""
+    key = {"collection": collection, "questions": sum(bool(e.qa_pairs) for e in examples), "depth": depth}
+    done = {(r["first_stage"], r["reranker"]): r for r in _recorded_rows(record, key)}
+    results: dict[str, Any] = {}
+    for first_stage in first_stages:
+        for reranker in rerankers:
+            name = f"{first_stage}+{reranker}"
+            if (first_stage, reranker) in done:
+                results[name] = done[(first_stage, reranker)]
+                continue
+            log(f"retrieval: {name} …")
+            options = {"first_stage": first_stage, "reranker": reranker} | ({"rerank_depth": depth} if depth else {})
+            results[name] = oracle_mrecall(collection, examples, retrieval=options, progress=True) | key
+            if record:
+                record.parent.mkdir(parents=True, exist_ok=True)
+                with record.open("a") as out:
+                    out.write(json.dumps(results[name]) + "\n")
+    return results
+
+
+def _recorded_rows(record: Path | None, key: dict[str, Any]) -> list[dict[str, Any]]:
+    """Rows of ``record`` whose fields match ``key``."""
+    if not record or not record.exists():
+        return []
+    rows = (json.loads(line) for line in record.read_text().splitlines() if line.strip())
+    return [row for row in rows if all(row.get(name) == value for name, value in key.items())]
 
 
 def _recorded_nar_rows(record: Path | None, key: dict[str, Any]) -> dict[str, dict[str, Any]]:
     """Per-question rows already in ``record`` for the same collection, k and ASU LLM, by question id."""
-    if not record or not record.exists():
-        return {}
-    rows = (json.loads(line) for line in record.read_text().splitlines() if line.strip())
-    return {row["id"]: row for row in rows if all(row.get(name) == value for name, value in key.items())}
+    return {row["id"]: row for row in _recorded_rows(record, key)}
 
 
 def nar_recall(
@@ -226,11 +291,23 @@ def run_bench(
     asu_llm: str | None = None,
     nar_offset: int = 0,
     nar_record: Path | None = None,
+    suite: str = "all",
+    limit: int | None = None,
+    depth: int | None = None,
+    record: Path | None = None,
 ) -> dict[str, Any]:
+    """``all``: today's figures; ``retrieval``: every first stage × re-ranker on the first ``limit`` questions."""
     from agent.retrieval.ingest import ingest
 
-    examples = load_examples(dataset)
+    examples = load_examples(dataset, limit)
     results: dict[str, Any] = {}
+    if suite == "retrieval":
+        report = ingest(corpus, collection, progress=True)
+        log(f"collection {collection}: {report.added} added, {report.skipped} already stored")
+        results["retrieval_suite"] = retrieval_suite(collection, examples, depth=depth, record=record, log=log)
+        return results
+    if suite != "all":
+        raise ConfigError(f"unknown suite '{suite}': use all or retrieval")
     log("ingest rate …")
     results["ingest"] = ingest_rate(corpus)
     report = ingest(corpus, collection, progress=True)  # idempotent: a stored corpus costs one id lookup
@@ -277,6 +354,23 @@ def format_bench(results: dict[str, Any]) -> str:
             f"(coverage {o['vanilla_coverage']:.3f}) vs DIVA retrieval with gold interpretations (oracle) "
             f"{o['diva_oracle_mrecall@5']:.3f} (coverage {o['diva_oracle_coverage']:.3f})",
         ]
+    suite = results.get("retrieval_suite")
+    if suite:
+        first = next(iter(suite.values()))
+        lines += [
+            f"Retrieval on {first['questions']} questions (MRecall@5 / answer coverage; oracle = DIVA's retrieve + prune "
+            "with the gold disambiguations; p50 seconds per question)",
+            "",
+            "| first stage | re-ranker | vanilla MRecall@5 | vanilla coverage | oracle MRecall@5 | oracle coverage "
+            "| vanilla p50 s | oracle p50 s |",
+            "|---|---|---|---|---|---|---|---|",
+        ]
+        lines += [
+            f"| {r['first_stage']} | {r['reranker']} | {r['vanilla_mrecall@5']:.3f} | {r['vanilla_coverage']:.3f} "
+            f"| {r['diva_oracle_mrecall@5']:.3f} | {r['diva_oracle_coverage']:.3f} | {r['vanilla_p50_s']:.2f} "
+            f"| {r['oracle_p50_s']:.2f} |"
+            for r in suite.values()
+        ]
     o = results.get("nar_recall")
     if o:
         shown = [("BM25", "bm25"), ("NAR without ASU", "nar"), ("NAR with ASU", "nar_asu")]
@@ -294,6 +388,6 @@ def format_bench(results: dict[str, Any]) -> str:
         )
         lines.append("(per question: " + "; ".join(timing) + ")")
     for key, value in results.items():
-        if key not in {"ingest", "retrieval", "orchestration", "oracle_mrecall", "nar_recall"}:
+        if key not in {"ingest", "retrieval", "orchestration", "oracle_mrecall", "nar_recall", "retrieval_suite"}:
             lines.append(f"- {key}: {json.dumps(value)}")
     return "\n".join(lines)

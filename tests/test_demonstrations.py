@@ -1,0 +1,94 @@
+"""Demonstrations come only from the few-shot pool, nearest to the question, and fit the prompt's token budget."""
+
+import json
+from pathlib import Path
+
+import pytest
+
+import agent
+from agent.llm.prompts import estimate_tokens
+from agent.steps.fewshot import PoolExample, Shots, fit_examples, load_demos, pool_demos
+from tests.conftest import SHARED_DATA
+
+ROOT = Path(__file__).resolve().parents[1]
+QUESTION = "When did the Harry Potter film come out?"
+
+
+def _normal(question: str) -> str:
+    return " ".join(question.lower().strip().rstrip("?").split())
+
+
+def _scored_questions() -> set[str]:
+    """Every question a benchmark scores: ASQA dev questions and their gold readings, HotpotQA dev questions."""
+    asqa = [json.loads(line) for line in (SHARED_DATA / "asqa" / "dev.jsonl").read_text().splitlines()]
+    hotpot = [json.loads(line) for line in (SHARED_DATA / "hotpotqa" / "dev.jsonl").read_text().splitlines()]
+    questions = {r["question"] for r in asqa} | {p["question"] for r in asqa for p in r["qa_pairs"]}
+    return {_normal(q) for q in questions | {r["question"] for r in hotpot} if len(q) > 20}
+
+
+@pytest.mark.skipif(not (SHARED_DATA / "asqa" / "dev.jsonl").is_file(), reason="needs ../shared/data")
+def test_no_prompt_or_demonstration_holds_a_scored_dev_question():
+    scored = _scored_questions()
+    files = [*(ROOT / "prompts").glob("*.txt"), *(ROOT / "data" / "fewshot").glob("*.jsonl")]
+    assert len(files) > 15
+    for path in files:
+        text = " ".join(path.read_text().lower().split())
+        assert not [q for q in scored if q in text], path.name
+
+
+@pytest.mark.skipif(not (SHARED_DATA / "asqa" / "fewshot_pool.jsonl").is_file(), reason="needs ../shared/data")
+def test_the_shipped_pool_is_the_shared_few_shot_pool():
+    shipped = (ROOT / "data" / "fewshot" / "asqa_pool.jsonl").read_text().splitlines()
+    assert shipped == (SHARED_DATA / "asqa" / "fewshot_pool.jsonl").read_text().splitlines()
+
+
+def test_pool_demonstrations_are_the_nearest_questions_most_similar_last():
+    demos = pool_demos("Who wrote the christmas song mary did you know?", Shots(k=3))
+    assert len(demos) == 3 and demos[-1].question == "Who wrote the song mary did you know?"
+    fixed = pool_demos("anything at all", Shots(k=3, selection="fixed"))
+    assert fixed == list(load_demos("asqa_pool", PoolExample)[:3])
+
+
+def test_fit_examples_shortens_demo_passages_then_drops_the_least_similar():
+    demos = pool_demos(QUESTION, Shots(k=5))
+
+    def render(demo: PoolExample, words: int) -> str:
+        return "\n".join(" ".join(p.text.split()[:words]) for p in demo.passages) + f"\n{demo.question}"
+
+    roomy = fit_examples(demos, render, 100_000)
+    assert roomy.count("Example\n") == 5
+    tight = estimate_tokens(roomy) // 2
+    shortened = fit_examples(demos, render, tight)
+    assert 0 < estimate_tokens(shortened) <= tight
+    assert demos[-1].question in shortened  # the nearest demo is the last one dropped
+    assert fit_examples(demos, render, 5) == ""
+
+
+def test_rag_extract_shows_the_nearest_pool_demos_with_their_evidence_and_gold_pairs(collection, scripted):
+    name, model = scripted(
+        {
+            "rag_extract": "DQ 1: When was the premiere?\nDA 1: 4 November 2001",
+            "rag_generate": "Answer: In 2001, twice.",
+        }
+    )
+    agent.run(QUESTION, method="rag", llm=name, collection=collection, reranker="none")
+    extract = next(c for c in model.calls if c.prompt == "rag_extract")
+    nearest = pool_demos(QUESTION, Shots())
+    assert extract.system.count("Example\n") == 5
+    assert (
+        f"Question: {nearest[-1].question}\nDisambiguations:\nDQ 1: {nearest[-1].pairs[0].question}" in extract.system
+    )
+    assert nearest[-1].passages[0].title in extract.system
+    generate = next(c for c in model.calls if c.prompt == "rag_generate")
+    assert nearest[-1].long_answer[:60] in generate.system  # I_g demos end with the human long answer
+
+
+def test_every_prompt_stays_within_the_budget_even_with_long_passages(collection, scripted):
+    name, model = scripted({"rag_extract": "DQ 1: When?\nDA 1: 2001", "rag_generate": "Answer: In 2001, twice."})
+    budget = 1200
+    agent.run(QUESTION, method="rag", llm=name, collection=collection, reranker="none", prompt_tokens=budget)
+    for call in model.calls:
+        assert sum(estimate_tokens(str(m.content)) for m in call.messages) <= budget
+        assert "Example\n" in call.system  # room was left for some demonstrations
+    agent.run(QUESTION, method="rag", llm=name, collection=collection, reranker="none", prompt_tokens=300)
+    assert "Example\n" not in model.calls[-1].system  # no room at all: no demonstrations, never an overflow of ours
