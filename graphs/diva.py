@@ -18,7 +18,7 @@ from agent.context import RunContext, context_of
 from agent.llm.calls import Reply, ask, run_concurrently, usage_update
 from agent.llm.parsing import parse_yes_no
 from agent.retrieval.embeddings import embed
-from agent.retrieval.pipeline import MemoScorer, first_stage, rank_pool
+from agent.retrieval.pipeline import MemoScorer, Reranker, first_stage, rank_pool
 from agent.schemas import AmbiguityType, Passage, YesNo
 from agent.state import AnswerOutput, QuestionInput
 from agent.steps import rac
@@ -34,6 +34,10 @@ class DivaContext(RunContext):
     )
     pool_size: int = Field(
         default=100, ge=1, le=1000, description="|C|: candidate passages first retrieved for the question"
+    )
+    reranker: Reranker = Field(
+        default="colbert",
+        description="ranks the pool for each interpretation and scores Eq. 5 (A.4.1); ColBERT measured best here",
     )
     max_interpretations: int = Field(
         default=8, ge=1, le=20, description="cap on pseudo-interpretations = verify calls (ours)"

@@ -118,6 +118,33 @@ def test_oracle_mrecall_compares_vanilla_and_diva_retrieval_with_gold_interpreta
     assert report["questions"] == 1
     assert report["diva_oracle_mrecall@2"] == 1.0  # the gold DQs pull the premiere and the US-release passages
     assert 0.0 <= report["vanilla_mrecall@2"] <= 1.0
+    assert report["vanilla_p50_s"] >= 0 and report["oracle_p50_s"] >= 0
+
+
+def test_the_retrieval_suite_measures_each_configuration_once_and_resumes(collection, tmp_path):
+    from agent.eval.bench import format_bench, retrieval_suite
+    from agent.eval.datasets import Example
+
+    examples = [Example.model_validate(ROWS[0])]
+    record = tmp_path / "suite.retrieval.jsonl"
+    lines: list[str] = []
+    first = retrieval_suite(
+        collection, examples, first_stages=("dense", "bm25"), rerankers=("none",), record=record, log=lines.append
+    )
+    assert set(first) == {"dense+none", "bm25+none"} and len(record.read_text().splitlines()) == 2
+    again = retrieval_suite(collection, examples, first_stages=("dense",), rerankers=("none",), record=record)
+    assert again["dense+none"] == first["dense+none"] and len(record.read_text().splitlines()) == 2  # not re-run
+    table = format_bench({"retrieval_suite": first})
+    assert "| dense | none |" in table and "| bm25 | none |" in table
+
+
+def test_a_bad_retrieval_option_in_the_suite_is_a_config_error(collection):
+    from agent.errors import ConfigError
+    from agent.eval.bench import retrieval_suite
+    from agent.eval.datasets import Example
+
+    with pytest.raises(ConfigError, match="reranker"):
+        retrieval_suite(collection, [Example.model_validate(ROWS[0])], first_stages=("dense",), rerankers=("bert",))
 
 
 def test_details_keep_numbers_and_labels_and_count_lists():

@@ -101,13 +101,15 @@ def oracle_mrecall(
     per question. ``retrieval`` sets the pipeline (first_stage, reranker, rerank_depth); default: the methods' own."""
     from langgraph.runtime import Runtime
 
+    from agent.context import make_context
     from agent.eval.metrics import answer_coverage, mrecall_at_k
     from agent.registry import method_module
     from agent.retrieval.collections import open_store
     from agent.retrieval.pipeline import search
 
     diva = method_module("diva")  # the graph's own retrieve and prune nodes
-    context = diva.DivaContext(collection=collection, top_k=k, **(retrieval or {}))
+    options = {"collection": collection, "top_k": k, **(retrieval or {})}
+    context = make_context(diva.DivaContext, options, strict=True, owner="the retrieval suite")
     runtime, store = Runtime(context=context), open_store(collection)
     rows = [e for e in examples if e.qa_pairs]
     figures: dict[str, list[float]] = {name: [] for name in ("vanilla", "oracle", "vanilla_cov", "oracle_cov")}
@@ -295,6 +297,8 @@ def run_bench(
     limit: int | None = None,
     depth: int | None = None,
     record: Path | None = None,
+    first_stages: tuple[str, ...] = FIRST_STAGES,
+    rerankers: tuple[str, ...] = RERANKERS,
 ) -> dict[str, Any]:
     """``all``: today's figures; ``retrieval``: every first stage × re-ranker on the first ``limit`` questions."""
     from agent.retrieval.ingest import ingest
@@ -304,7 +308,9 @@ def run_bench(
     if suite == "retrieval":
         report = ingest(corpus, collection, progress=True)
         log(f"collection {collection}: {report.added} added, {report.skipped} already stored")
-        results["retrieval_suite"] = retrieval_suite(collection, examples, depth=depth, record=record, log=log)
+        results["retrieval_suite"] = retrieval_suite(
+            collection, examples, first_stages=first_stages, rerankers=rerankers, depth=depth, record=record, log=log
+        )
         return results
     if suite != "all":
         raise ConfigError(f"unknown suite '{suite}': use all or retrieval")

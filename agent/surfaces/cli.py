@@ -334,6 +334,8 @@ def bench(
     ),
     limit: int | None = typer.Option(None, "--limit", min=1, help="retrieval suite: first N questions (default all)"),
     depth: int | None = typer.Option(None, "--depth", min=1, help="retrieval suite: passages each re-ranker scores"),
+    first_stages: str = typer.Option("dense,bm25,hybrid", "--first-stages", help="retrieval suite: first stages"),
+    rerankers: str = typer.Option("none,cross-encoder,colbert", "--rerankers", help="retrieval suite: re-rankers"),
 ) -> None:
     """LLM-free performance: ingest passages/s, retrieval p50/p95, orchestration overhead per method; on HotpotQA-style
     data also SUNAR's recall@10 for BM25 vs NAR (and NAR with ASU given --asu-llm). With --out, the recall figures
@@ -349,6 +351,7 @@ def bench(
             log=lambda line: err.print(line, highlight=False), nar_questions=nar_questions, asu_llm=asu_llm,
             nar_offset=nar_offset, nar_record=out.with_suffix(".nar.jsonl") if out else None, suite=suite,
             limit=limit, depth=depth, record=out.with_suffix(".retrieval.jsonl") if out else None,
+            first_stages=tuple(_methods(first_stages)), rerankers=tuple(_methods(rerankers)),
         )  # fmt: skip
     except AgentError as exc:
         _fail(str(exc))
