@@ -12,6 +12,7 @@ prompt's token budget: demo passages are shortened first, then the least similar
 from __future__ import annotations
 
 import hashlib
+import os
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from functools import cache
@@ -100,7 +101,7 @@ def _question_vectors(name: str, model: type[D]) -> np.ndarray:
         return np.load(path)
     vectors = embed(questions)
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(f".tmp-{digest}.npy")
+    tmp = path.with_suffix(f".tmp-{os.getpid()}.npy")  # processes warming the cache together never share a file
     np.save(tmp, vectors)
     tmp.replace(path)
     return vectors
