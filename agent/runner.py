@@ -18,7 +18,7 @@ from agent.retrieval.pipeline import search as pipeline_search
 from agent.schemas import Passage, RunResult
 from agent.settings import get_settings
 
-CONTRACT = {"question", "answer", "disambiguations", "passages", "usage"}
+CONTRACT = {"question", "answer", "disambiguations", "passages", "retrieved", "usage"}
 
 NodeCallback = Callable[[str, dict[str, Any], float], None]
 
@@ -90,6 +90,7 @@ def run(
         answer=output.get("answer", ""),
         disambiguations=output.get("disambiguations", []),
         passages=output.get("passages", []),
+        retrieved=output.get("retrieved"),
         usage=merge_usage(None, output.get("usage")),
         seconds=round(time.perf_counter() - start, 3),
         extra={k: v for k, v in output.items() if k not in CONTRACT},

@@ -73,7 +73,10 @@ class RunResult(BaseModel):
     method: str
     answer: str
     disambiguations: list[Disambiguation] = Field(default_factory=list)
-    passages: list[Passage] = Field(default_factory=list)
+    passages: list[Passage] = Field(default_factory=list, description="what the answer read")
+    retrieved: list[Passage] | None = Field(
+        default=None, description="what the method retrieved, best first; None for a method that retrieves nothing"
+    )
     usage: UsageReport = Field(default_factory=UsageReport)
     seconds: float = Field(default=0.0, description="wall time of the whole run")
     extra: dict[str, Any] = Field(default_factory=dict, description="method-specific state (route, tree, ...)")

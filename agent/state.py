@@ -17,7 +17,8 @@ class QuestionInput(TypedDict):
 class AnswerOutput(TypedDict, total=False):
     answer: str
     disambiguations: list[Disambiguation]
-    passages: list[Passage]
+    passages: list[Passage]  # what the answer read
+    retrieved: list[Passage]  # what the method retrieved, best first (retrieval metrics score it; absent: none)
     usage: Annotated[UsageReport, merge_usage]
 
 

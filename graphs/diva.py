@@ -134,7 +134,8 @@ def prune(state: DivaState, runtime: Runtime[DivaContext]) -> dict:
     scored = [s.model_copy(update={"score": round(float(np.mean(s.relevance)), 6)}) for s in state["scored"]]  # Eq. 5
     top = sorted(range(len(scored)), key=lambda i: -scored[i].score)[: ctx.top_k]  # Algorithm 1 line 8
     kept = [scored[i].passage.model_copy(update={"score": scored[i].score}) for i in top]
-    return {"scored": [s.model_copy(update={"kept": i in top}) for i, s in enumerate(scored)], "kept": kept}
+    scored = [s.model_copy(update={"kept": i in top}) for i, s in enumerate(scored)]
+    return {"scored": scored, "kept": kept, "retrieved": kept}  # the diversified passages, whichever route follows
 
 
 def grade_of(verdicts: list[Verification]) -> Grade:

@@ -21,7 +21,8 @@ class RagContext(RunContext):
 
 def retrieve(state: AnswerState, runtime: Runtime[RagContext]) -> dict:
     ctx = context_of(runtime, RagContext)
-    return {"passages": search(ctx.store(), state["question"], ctx.top_k, ctx.retrieval())}
+    found = search(ctx.store(), state["question"], ctx.top_k, ctx.retrieval())
+    return {"passages": found, "retrieved": found}
 
 
 def rag_extract(state: AnswerState, runtime: Runtime[RagContext]) -> dict:

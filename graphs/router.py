@@ -34,7 +34,7 @@ METHOD_GRAPHS = {
     "verdict": verdict.graph,
     "sunar": sunar.graph,
 }
-CONTRACT = ("answer", "disambiguations", "passages", "usage")
+CONTRACT = ("answer", "disambiguations", "passages", "retrieved", "usage")
 
 
 class RouterContext(RunContext):
@@ -121,16 +121,24 @@ def answer_chosen(state: RouterState, runtime: Runtime[RouterContext]) -> dict:
     results = run_concurrently(lambda q: _rag_detached(q, ctx), state["chosen"], ctx.max_concurrency)
     usage = UsageReport()
     passages: dict[str, Passage] = {}
+    retrieved: dict[str, Passage] = {}
     disambiguations: list[Disambiguation] = []
     for result in results:
         usage = merge_usage(usage, result.get("usage"))
         passages.update({p.id: p for p in result.get("passages", [])})
+        retrieved.update({p.id: p for p in result.get("retrieved", [])})
         disambiguations += result.get("disambiguations", [])
     if len(results) == 1:
         answer = results[0]["answer"]
     else:
         answer = "\n\n".join(f"{q} {r['answer']}" for q, r in zip(state["chosen"], results))
-    return {"answer": answer, "disambiguations": disambiguations, "passages": list(passages.values()), "usage": usage}
+    return {
+        "answer": answer,
+        "disambiguations": disambiguations,
+        "passages": list(passages.values()),
+        "retrieved": list(retrieved.values()),
+        "usage": usage,
+    }
 
 
 def route(state: RouterState, runtime: Runtime[RouterContext]) -> Literal[Method, "interpret"]:

@@ -73,7 +73,7 @@ class SunarOutput(AnswerOutput, total=False):
 class SunarState(QuestionInput, SunarOutput, total=False):
     sub_question: str  # the pending sub-question; '' once decompose stops
     draft_answer: str  # Self-Ask's own final answer, the fallback of meta_reason
-    retrieved: list[Passage]  # R+ of the pending sub-question, best first
+    ranked: list[Passage]  # R+ of the pending sub-question, best first
     nar_batches: list[dict]  # source, ids and semantic sets of each NAR batch of the pending sub-question
     evidence: list[Passage]  # the top-l passages of every sub-question so far, for the Meta Evidence Reasoner
 
@@ -150,7 +150,7 @@ def nar_retrieve(state: SunarState, runtime: Runtime[SunarContext]) -> dict:
         rescore=answer_semantic_sets if ctx.asu else None,
     )
     batches = [{"source": b.source, "ids": b.ids, "semantic_sets": int(b.divisor)} for b in result.batches]
-    update: dict = {"retrieved": result.ranked, "nar_batches": batches}
+    update: dict = {"ranked": result.ranked, "nar_batches": batches}
     if replies:
         update["usage"] = usage_update(*replies)
     return update
@@ -158,7 +158,7 @@ def nar_retrieve(state: SunarState, runtime: Runtime[SunarContext]) -> dict:
 
 def answer_sub(state: SunarState, runtime: Runtime[SunarContext]) -> dict:
     ctx = context_of(runtime, SunarContext)
-    top = state["retrieved"][: ctx.answer_top_k]
+    top = state["ranked"][: ctx.answer_top_k]
     path = state.get("reasoning_path", [])
     reply = ask(
         "sunar_answer_sub", ctx.short_options(), parse=parse_short_answer, fallback=UNKNOWN,
@@ -170,7 +170,7 @@ def answer_sub(state: SunarState, runtime: Runtime[SunarContext]) -> dict:
         answer=reply.value,
         evidence_ids=[p.id for p in top],
         semantic_sets=[b["semantic_sets"] for b in state.get("nar_batches", [])] if ctx.asu else [],
-        frontier_passages=sum(p.id in frontier for p in state["retrieved"]),
+        frontier_passages=sum(p.id in frontier for p in state["ranked"]),
     )
     found = Disambiguation(question=hop.sub_question, answer=hop.answer, passage_ids=supporting_ids(hop.answer, top))
     return {
@@ -185,7 +185,8 @@ def meta_reason(state: SunarState, runtime: Runtime[SunarContext]) -> dict:
     """MER: re-rank the evidence of every hop against the original question, keep the top, answer from path + it."""
     ctx = context_of(runtime, SunarContext)
     pool = list({p.id: p for p in state.get("evidence", [])}.values())
-    evidence = rerank(state["question"], pool, ctx.evidence_k, get_scorer(ctx.reranker))
+    ranked = rerank(state["question"], pool, len(pool), get_scorer(ctx.reranker))  # every hop's evidence, best first
+    evidence = ranked[: ctx.evidence_k]
     path = state.get("reasoning_path", [])
     fallback = state.get("draft_answer") or (path[-1].answer if path else UNKNOWN)
     reply = ask(
@@ -193,7 +194,7 @@ def meta_reason(state: SunarState, runtime: Runtime[SunarContext]) -> dict:
         passages=render_passages(evidence, ctx.passage_words), path=_self_ask_path(path),
         question=state["question"],
     )  # fmt: skip
-    return {"answer": reply.value, "passages": evidence, "usage": usage_update(reply)}
+    return {"answer": reply.value, "passages": evidence, "retrieved": ranked, "usage": usage_update(reply)}
 
 
 builder = StateGraph(SunarState, input_schema=QuestionInput, output_schema=SunarOutput, context_schema=SunarContext)

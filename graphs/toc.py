@@ -35,6 +35,8 @@ from agent.state import AnswerOutput, QuestionInput
 from agent.steps import rac
 from agent.text import normalize_answer, passage_text, supporting_ids
 
+RETRIEVED = 10  # passages reported as retrieved: one holding each answer first (BFS order), then the pool's best
+
 
 class TocContext(RunContext):
     pool_size: int = Field(default=100, ge=1, le=1000, description="candidate passages retrieved for the AQ (App. A.3)")
@@ -339,6 +341,7 @@ def generate(state: TocState, runtime: Runtime[TocContext]) -> dict:
         "answer": reply.value,
         "disambiguations": pairs,
         "passages": passages,
+        "retrieved": answer_passages(nodes, state["pool"], max(ctx.answer_passages, RETRIEVED)),
         "usage": usage_update(reply),
     }
 

@@ -43,6 +43,11 @@ class VerdictContext(RunContext):
         le=20,
         description="passages the answer step reads: the cited ones, or the top ones if all abstain",
     )
+    append_uncited: bool = Field(
+        default=False,
+        description="append each reading the answer failed to cite to the answer text (every reading then appears, "
+        "which lifts STR-EM over methods that do not; the paper does not append)",
+    )
 
 
 class VerdictOutput(AnswerOutput, total=False):
@@ -51,6 +56,7 @@ class VerdictOutput(AnswerOutput, total=False):
     abstentions: int  # passages whose I_E reply was null
     unparsed: int  # passages whose I_E reply stayed unusable after retries (also dropped)
     cluster_labels: list[int]  # HDBSCAN label per reading; -1 = outlier
+    uncited: int  # readings the answer did not cite (appended to it with append_uncited)
 
 
 class VerdictState(QuestionInput, VerdictOutput, total=False):
@@ -66,7 +72,7 @@ def relax(state: VerdictState, runtime: Runtime[VerdictContext]) -> dict:
 def retrieve(state: VerdictState, runtime: Runtime[VerdictContext]) -> dict:
     ctx = context_of(runtime, VerdictContext)
     universe = search(ctx.store(), state["relaxed_query"], ctx.top_k, ctx.retrieval())  # Eq. 7, one retrieval
-    return {"passages": universe}
+    return {"passages": universe, "retrieved": universe}
 
 
 def execute(state: VerdictState, runtime: Runtime[VerdictContext]) -> dict:
@@ -127,10 +133,8 @@ def answer(state: VerdictState, runtime: Runtime[VerdictContext]) -> dict:
         disambiguations=render_pairs(shown),
     )
     missing = [f"{d.question} {d.answer}." for d, c in zip(shown, cite) if c not in reply.value]
-    return {
-        "answer": " ".join([reply.value, *missing]),
-        "usage": usage_update(reply),
-    }  # every reading cites its passage
+    answer = " ".join([reply.value, *missing]) if ctx.append_uncited else reply.value
+    return {"answer": answer, "uncited": len(missing), "usage": usage_update(reply)}
 
 
 builder = StateGraph(

@@ -78,4 +78,10 @@ def test_graphs_export_the_shared_contract():
 
     for graph in (closed_book, rag):
         assert graph.get_input_jsonschema()["required"] == ["question"]
-        assert set(graph.get_output_jsonschema()["properties"]) == {"answer", "disambiguations", "passages", "usage"}
+        assert set(graph.get_output_jsonschema()["properties"]) == {
+            "answer",
+            "disambiguations",
+            "passages",
+            "retrieved",
+            "usage",
+        }

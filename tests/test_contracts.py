@@ -6,13 +6,13 @@ import agent
 from agent.registry import METHODS, load_graph
 
 QUESTION = "When did the Harry Potter film come out?"
-CONTRACT = {"answer", "disambiguations", "passages", "usage"}
+CONTRACT = {"answer", "disambiguations", "passages", "retrieved", "usage"}
 OWN_FIELDS = {
     "closed_book": set(),
     "rag": set(),
     "diva": {"ambiguity_types", "ambiguity_reason", "interpretations", "kept", "verdicts", "grade", "route"},
     "toc": {"tree", "stop_reason", "expansions"},
-    "verdict": {"relaxed_query", "readings", "abstentions", "unparsed", "cluster_labels"},
+    "verdict": {"relaxed_query", "readings", "abstentions", "unparsed", "cluster_labels", "uncited"},
     "sunar": {"reasoning_path"},
     "router": {"ambiguity_types", "ambiguity_reason", "route", "interpretations", "chosen"},
 }
@@ -40,3 +40,12 @@ def test_run_returns_exactly_the_output_schema(collection, method):
     assert set(result.extra) <= OWN_FIELDS[method]
     if method in ("diva", "toc", "verdict", "sunar"):
         assert set(result.extra) == OWN_FIELDS[method]  # every field the README promises is there
+
+
+@pytest.mark.parametrize("method", METHODS)
+def test_retrieved_is_what_the_method_retrieved_and_none_without_retrieval(collection, method):
+    result = agent.run(QUESTION, method=method, llm="fake", collection=collection)
+    if method == "closed_book":
+        assert result.retrieved is None
+    else:
+        assert result.retrieved and len({p.id for p in result.retrieved}) == len(result.retrieved)

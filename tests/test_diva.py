@@ -112,6 +112,9 @@ def test_all_no_verdicts_route_to_closed_book(collection, scripted):
     assert result.answer == "The first Harry Potter film came out in November 2001."
     assert result.passages == [] and result.disambiguations == []
     assert len(result.extra["kept"]) == 5  # what verification judged stays visible
+    assert (
+        result.retrieved == result.extra["kept"]
+    )  # retrieval metrics score the diversified passages on this route too
 
 
 def test_verify_calls_share_the_passages_prefix_ask_the_interpretation_last_and_overlap(collection, scripted):

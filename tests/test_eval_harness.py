@@ -217,17 +217,80 @@ def test_grounded_metrics_are_opt_in_and_the_judge_is_not_the_methods_cost(datas
     summary = evaluate(config, progress=False, log=lambda _: None)
     rows = {r["method"]: r for r in map(json.loads, (out / "results.jsonl").read_text().splitlines())}
     rag = rows["rag"]
-    assert rag["metrics"]["g_precision"] == 1.0 and 0 < rag["metrics"]["g_recall"] <= 1 and "g_f1" in rag["metrics"]
-    assert rag["metrics"]["interp_recall"] == 1.0  # the all-Yes matcher covers both gold readings
+    assert rag["grounded"]["predictions"] == rag["grounded"]["verified"] == 1  # the all-Yes verifier
+    assert rag["grounded"]["gold_recalled"] == 2  # the all-Yes matcher covers both gold readings
     assert rag["cost"]["llm_calls"] == 2 and rag["judge_usage"]["llm_calls"] >= 4
-    assert "g_precision" not in rows["closed_book"]["metrics"]  # no interpretations: G-Precision is undefined
-    assert (
-        summary["rag"]["metrics"]["g_f1"] == rag["metrics"]["g_f1"] and "g_f1" not in summary["closed_book"]["metrics"]
-    )
+    assert rows["closed_book"]["grounded"]["predictions"] == 0
+    metrics = summary["rag"]["metrics"]
+    assert metrics["g_precision"] == 1.0 and 0 < metrics["g_recall"] <= 1 and metrics["interp_recall"] == 1.0
+    closed_book = summary["closed_book"]["metrics"]
+    assert "g_precision" not in closed_book and closed_book["g_recall"] == 0.0  # no predictions: recall 0, kept
+    assert "mrecall@5" not in closed_book  # it retrieves nothing
     table = (out / "summary.md").read_text()
-    header, closed_book_row = table.splitlines()[2], table.splitlines()[4]
-    assert "| coverage | g_precision | g_recall | g_f1 | interp_recall |" in header
-    assert closed_book_row.startswith("| closed_book") and "| – |" in closed_book_row  # undefined G-Precision
+    header = next(line for line in table.splitlines() if line.startswith("| method | n |"))
+    assert "| coverage | precision | interp_recall | sufficient | g_precision | g_recall | g_f1 |" in header
+    closed_book_row = next(line for line in table.splitlines() if line.startswith("| closed_book |"))
+    assert "| – |" in closed_book_row  # undefined G-Precision
+
+
+def test_rows_record_provenance_and_a_changed_option_makes_new_rows(dataset, collection, scripted, tmp_path):
+    name, _ = scripted(SCRIPT)
+    out = tmp_path / "run"
+    first = EvalConfig(dataset=dataset, methods=["rag"], out=out, collection=collection, llm=name)
+    evaluate(first, progress=False, log=lambda _: None)
+    rows = [json.loads(line) for line in (out / "results.jsonl").read_text().splitlines()]
+    made = rows[0]["provenance"]
+    assert made["llm"] == {"provider": name, "model": "ScriptedChatModel"}
+    assert made["options"]["top_k"] == 5 and made["options"]["collection"] == collection  # every resolved field
+    assert len(made["dataset_sha256"]) == 64 and (made["commit"] is None or len(made["commit"]) >= 40)
+    logs = []
+    changed = first.model_copy(update={"method_options": {"rag": {"top_k": 1}}})
+    summary = evaluate(changed, progress=False, log=logs.append)
+    rows = [json.loads(line) for line in (out / "results.jsonl").read_text().splitlines()]
+    assert len(rows) == 6 and not any("resuming" in line for line in logs)  # nothing relabelled
+    assert any("3 rows" in line and "other settings" in line for line in logs)
+    assert summary["rag"]["questions"] == 3 and summary["rag"]["provenance"]["options"]["top_k"] == 1
+    assert all(len(r["passage_ids"]) == 1 for r in rows[3:])
+    again = evaluate(changed, progress=False, log=logs.append)  # same settings: everything reused
+    assert again["rag"]["metrics"] == summary["rag"]["metrics"]
+    assert len((out / "results.jsonl").read_text().splitlines()) == 6
+
+
+def test_results_do_not_depend_on_concurrency_and_runs_overlap(dataset, collection, scripted, tmp_path):
+    summaries = {}
+    for n in (1, 3):
+        name, model = scripted(SCRIPT, latency=0.05)
+        config = EvalConfig(dataset=dataset, methods=["closed_book", "rag"], out=tmp_path / str(n),
+                            collection=collection, llm=name, concurrency=n)  # fmt: skip
+        summaries[n] = evaluate(config, progress=False, log=lambda _: None)
+        calls = sorted(model.calls, key=lambda c: c.started)
+        overlapping = any(b.started < a.ended for a, b in zip(calls, calls[1:]))
+        assert overlapping == (n > 1)
+    for method in ("closed_book", "rag"):
+        assert summaries[1][method]["metrics"] == summaries[3][method]["metrics"]
+        assert summaries[1][method]["ci95"] == summaries[3][method]["ci95"]
+
+
+def test_summary_compares_each_method_with_the_baseline_and_breaks_cost_down_by_node(
+    dataset, collection, scripted, tmp_path
+):
+    name, _ = scripted(SCRIPT)
+    out = tmp_path / "run"
+    config = EvalConfig(dataset=dataset, methods=["closed_book", "rag"], out=out, collection=collection, llm=name)
+    summary = evaluate(config, progress=False, log=lambda _: None)
+    versus = summary["closed_book"]["vs_baseline"]
+    assert versus["baseline"] == "rag" and "vs_baseline" not in summary["rag"]
+    rag_em, book_em = summary["rag"]["metrics"]["str_em"], summary["closed_book"]["metrics"]["str_em"]
+    assert versus["str_em"]["diff"] == pytest.approx(book_em - rag_em) and versus["str_em"]["questions"] == 3
+    low, high = versus["str_em"]["ci95"]
+    assert low <= versus["str_em"]["diff"] <= high
+    by_node = summary["rag"]["cost_by_node"]
+    assert by_node["rag_extract"]["calls"] == by_node["rag_generate"]["calls"] == 1.0 and "retrieve" not in by_node
+    table = (out / "summary.md").read_text()
+    assert "## Difference to rag" in table and "| closed_book | 3 |" in table
+    assert "| rag | rag_generate | 1.00 |" in table and "## Provenance" in table and "dataset sha256" in table
+    with pytest.raises(Exception, match="baseline toc is not among the methods"):
+        evaluate(config.model_copy(update={"baseline": "toc"}), progress=False, log=lambda _: None)
 
 
 def test_critical_path_counts_a_fan_out_of_one_node_as_one_round():

@@ -70,6 +70,12 @@ def test_grounded_precision_recall_and_f1_follow_the_paper():
     assert scores.g_recall == 3 / 4  # (2 + 1) / (3 + 1)
     assert scores.g_f1 == pytest.approx(0.75)
     assert scores.predictions == 4 and scores.distinct == 4 and scores.judge_failures == 0
+    assert scores.prediction_matched == [True, True, True, False]  # Eq. 14: no human reading asks about the novel
+    assert scores.precision == 0.75
+    assert scores.counts() == {
+        "predictions": 4, "verified": 3, "matched": 3, "gold": 4, "gold_recalled": 3,
+        "grounded_pool": 4, "grounded_recalled": 3, "distinct": 4,
+    }  # fmt: skip
 
 
 def test_judge_calls_are_counted_and_verification_is_one_call_per_interpretation():
@@ -106,6 +112,8 @@ def test_unusable_judge_replies_count_as_no_and_are_reported():
 def test_no_predictions_leave_precision_undefined_and_recall_zero():
     scores = evaluate_grounded(QUESTION, [], PASSAGES, gold(PREMIERE), judge=judge())
     assert scores.g_precision is None and scores.g_recall == 0.0 and scores.recall == 0.0
+    assert scores.precision is None
+    assert scores.counts()["grounded_pool"] == 1 and scores.counts()["predictions"] == 0  # recall 0 in the sums
 
 
 def test_judge_can_be_a_provider_name(scripted):

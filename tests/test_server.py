@@ -93,7 +93,13 @@ def _stream(server: str, method: str) -> list[dict]:
 def test_stream_sends_node_updates_as_they_happen_then_the_output(server):
     chunks = _stream(server, "rag")
     assert [c["node"] for c in chunks[:-1]] == ["retrieve", "rag_extract", "rag_generate"]
-    assert set(chunks[-1]) == {"answer", "disambiguations", "passages", "usage"}  # what the playground shows
+    assert set(chunks[-1]) == {
+        "answer",
+        "disambiguations",
+        "passages",
+        "retrieved",
+        "usage",
+    }  # what the playground shows
 
 
 def test_stream_includes_the_nodes_of_tocs_expansion_subgraph(server):

@@ -295,7 +295,7 @@ def test_more_semantic_sets_lower_the_retrieved_scores(planted, scripted):
 
         def seen(node, update, seconds):
             if node == "nar_retrieve":
-                retrieved.extend(update["retrieved"])
+                retrieved.extend(update["ranked"])
 
         result = agent.run(QUESTION, method="sunar", llm=name, collection=planted, batch_size=3, budget=6, samples=4,
                            on_node=seen)  # fmt: skip

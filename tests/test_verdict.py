@@ -99,8 +99,18 @@ def test_answer_cites_the_grounding_passage_of_every_interpretation(collection, 
         n = numbers[d.passage_ids[0]]
         assert f"[{n}] " in answer_call.user  # the passage is shown under its citation number
         assert f"{d.answer} [{n}]" in answer_call.user
-        assert f"[{n}]" in result.answer  # cited by the model, or appended when it forgot
     assert result.answer.startswith("It premiered in London")
+
+
+def test_uncited_readings_are_appended_only_when_asked(collection, scripted):
+    by_passage = {"hp-premiere": PREMIERE, "hp-us": US, "hp-book": BOOK}
+    plain, _ = run_verdict(collection, scripted, by_passage)
+    assert plain.answer == ANSWER.removeprefix("Answer: ").strip() and plain.extra["uncited"] >= 1
+    appended, _ = run_verdict(collection, scripted, by_passage, append_uncited=True)
+    numbers = {p.id: n for n, p in enumerate(appended.passages, 1)}
+    for d in appended.disambiguations:
+        assert f"[{numbers[d.passage_ids[0]]}]" in appended.answer  # cited by the model, or appended
+    assert appended.answer.startswith(plain.answer) and len(appended.answer) > len(plain.answer)
 
 
 def test_execution_calls_share_their_prefix_and_end_with_passage_then_question(collection, scripted):
@@ -169,7 +179,7 @@ def test_verdict_exports_the_shared_contract_and_its_readings():
     assert graph.get_input_jsonschema()["required"] == ["question"]
     assert set(graph.get_output_jsonschema()["properties"]) == {
         "answer", "disambiguations", "passages", "usage",
-        "relaxed_query", "readings", "abstentions", "unparsed", "cluster_labels",
+        "relaxed_query", "readings", "abstentions", "unparsed", "cluster_labels", "retrieved", "uncited",
     }  # fmt: skip
 
 

@@ -255,7 +255,7 @@ def nar_recall(
                 {"question": example.question, "sub_question": example.question}, Runtime(context=context)
             )
             row[f"{name}_seconds"] = round(time.perf_counter() - start, 3)
-            top[name] = [p.id for p in update["retrieved"][:k]]
+            top[name] = [p.id for p in update["ranked"][:k]]
             row[name] = support_recall(top[name], example.supporting_ids)
             if name == "nar_asu":
                 row["nar_asu_llm_calls"] = update["usage"].total.calls if "usage" in update else 0

@@ -7,7 +7,9 @@
   no grounded gold one (counted after I_D deduplication). A grounded gold interpretation is recalled when a
   *verified* prediction matches it (I_M, ``eval_match``); the extra verified predictions are recalled by
   construction. G-Recall (Eq. 12) = recalled / |Q̄|; G-F1 = their harmonic mean.
-- Ungrounded recall (Eq. 18) = share of gold interpretations that any prediction matches (I_M).
+- Ungrounded precision (Eq. 14) = share of predictions that match a gold interpretation; ungrounded recall (Eq. 18) =
+  share of gold interpretations that any prediction matches (both I_M).
+- ``counts()``: the per-question counts the harness sums over questions (corpus-level metrics, no question dropped).
 - ``distinct``: predictions left after I_D (``eval_dedup``) removes near-duplicates (|Q̂| and Sufficient%).
 """
 
@@ -32,16 +34,31 @@ class GroundedScores(BaseModel):
     verified: list[bool] = Field(description="V(q̂, p̂) per prediction")
     gold_grounded: list[bool] = Field(description="V(q̃, evidence) per gold interpretation")
     gold_recalled: list[bool] = Field(description="per gold interpretation: matched by any prediction (ungrounded)")
+    prediction_matched: list[bool] = Field(description="per prediction: matches a gold interpretation (ungrounded)")
     grounded_gold_recalled: list[bool] = Field(
         description="per grounded gold interpretation: matched by a verified one"
     )
     extra_grounded: int = Field(description="distinct verified predictions that match no grounded gold one")
     recall: float | None = Field(description="ungrounded recall, Eq. 18; None without gold")
+    precision: float | None = Field(description="ungrounded precision, Eq. 14; None without predictions")
     g_precision: float | None = Field(description="Eq. 11; None without predictions")
     g_recall: float | None = Field(description="Eq. 12 over Q̄; None when Q̄ is empty")
     g_f1: float | None
     judge_failures: int = Field(default=0, description="judge replies that stayed unusable (counted as No)")
     usage: NodeUsage = Field(default_factory=NodeUsage, description="the judge's calls and tokens")
+
+    def counts(self) -> dict[str, int]:
+        """Numerators and denominators of every grounded metric, to be summed over questions."""
+        return {
+            "predictions": self.predictions,
+            "verified": sum(self.verified),
+            "matched": sum(self.prediction_matched),
+            "gold": len(self.gold_recalled),
+            "gold_recalled": sum(self.gold_recalled),
+            "grounded_pool": sum(self.gold_grounded) + self.extra_grounded,  # |Q̄|
+            "grounded_recalled": sum(self.grounded_gold_recalled) + self.extra_grounded,
+            "distinct": self.distinct,
+        }
 
 
 def judge_options(judge: str | None = None, max_tokens: int = 200, retries: int = 2) -> LLMOptions:
@@ -149,11 +166,12 @@ def _score(
     kept = [q for q, ok in zip(asked, verified) if ok]
     grounded_gold = [g.question for g, ok in zip(gold, grounded) if ok]
     ungrounded = match(question, asked, [g.question for g in gold], options)  # Eq. 17
+    matched = match(question, [g.question for g in gold], asked, options)  # Eq. 14: which predictions a gold covers
     covered = match(question, kept, grounded_gold, options)
     known = match(question, grounded_gold, kept, options)  # which verified predictions a grounded gold one covers
     extra = distinct(question, [q for q, hit in zip(kept, known.value) if not hit], options)  # Eq. 22's additions
     unique = distinct(question, asked, options)
-    replies = [*verdicts, ungrounded, covered, known, extra, unique]
+    replies = [*verdicts, ungrounded, matched, covered, known, extra, unique]
 
     recalled = sum(covered.value) + extra.value
     g_precision = _ratio(sum(verified), len(predictions))
@@ -167,9 +185,11 @@ def _score(
         verified=verified,
         gold_grounded=grounded,
         gold_recalled=ungrounded.value,
+        prediction_matched=matched.value,
         grounded_gold_recalled=covered.value,
         extra_grounded=extra.value,
         recall=_ratio(sum(ungrounded.value), len(gold)),
+        precision=_ratio(sum(matched.value), len(predictions)),
         g_precision=g_precision,
         g_recall=g_recall,
         g_f1=g_f1,

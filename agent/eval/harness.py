@@ -1,16 +1,20 @@
 """``ambigqa eval``: every method on the same questions with the same LLM; resumable, with a summary and a plot.
 
-Each finished (method, question) is appended to ``OUT/results.jsonl`` at once, so a crash or Ctrl-C loses nothing
-and a re-run skips what is done (failed runs are retried). ``summary.json``/``summary.md``/``quality_vs_time.png``
-are rewritten from the results file at the end.
+Each finished (method, question) is appended to ``OUT/results.jsonl`` at once, with its provenance (LLM, the method's
+resolved options, dataset hash, commit), so a crash or Ctrl-C loses nothing and a re-run skips what is done with the
+same settings (failed runs are retried; a changed option makes new rows). ``summary.json``/``summary.md``/
+``quality_vs_time.png`` are rewritten from the results file at the end: metrics as the papers aggregate them, 95%
+bootstrap intervals, and paired differences to a baseline (``agent.eval.stats``).
 """
 
 from __future__ import annotations
 
 import json
 import statistics
+import threading
 import time
 from collections.abc import Callable
+from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from pathlib import Path
 from typing import Any
 
@@ -19,6 +23,8 @@ from pydantic import BaseModel, Field
 from agent.errors import AgentError, CollectionError, ConfigError, LLMUnavailableError, ModelFileError
 from agent.eval import metrics as m
 from agent.eval.datasets import Example, load_examples
+from agent.eval.provenance import Provenance, file_sha256, git_commit, llm_provenance, resolved_options
+from agent.eval.stats import excludes_zero, paired_difference, summarize_metrics
 from agent.schemas import RunResult
 
 FATAL = (LLMUnavailableError, ConfigError, CollectionError, ModelFileError)  # every later run would fail too
@@ -36,6 +42,9 @@ class EvalConfig(BaseModel):
     judge: str | None = Field(default=None, description="LLM judge for VerDICt's grounded metrics (opt-in)")
     options: dict[str, Any] = Field(default_factory=dict, description="context fields for every method")
     method_options: dict[str, dict[str, Any]] = Field(default_factory=dict, description="context fields per method")
+    concurrency: int = Field(default=1, ge=1, le=64, description="questions run at once (the local model serialises)")
+    baseline: str | None = Field(default=None, description="method the others are compared to; None: rag if run")
+    bootstrap_samples: int = Field(default=1000, ge=100, le=100_000, description="resamples for the 95% intervals")
 
     def options_for(self, method: str) -> dict[str, Any]:
         return {**self.options, **self.method_options.get(method, {})}
@@ -54,43 +63,38 @@ def parse_setting(text: str) -> tuple[str, str, Any]:
     return method, field.strip(), value
 
 
-def _check_options(method: str, options: dict[str, Any]) -> None:
-    from agent.context import make_context
-    from agent.registry import load_graph
-
-    make_context(load_graph(method).context_schema, options, strict=True, owner=method)
-
-
 def score(example: Example, result: RunResult, reader: m.Reader | None = None) -> dict[str, float]:
-    texts = [p.full_text for p in result.passages]
+    """Per-question metrics; retrieval ones score what the method retrieved (none for a method that retrieves nothing)."""
+    retrieved = None if result.retrieved is None else [p.full_text for p in result.retrieved[:5]]
     if example.kind == "asqa":
         golds = example.short_answers
-        scores = {
-            "str_em": m.str_em(result.answer, golds),
-            "rouge_l": m.rouge_l(result.answer, example.long_answers),
-            "mrecall@5": m.mrecall_at_k(texts, golds, 5),
-            "coverage": m.answer_coverage(texts, golds),
-        }
+        scores = {"str_em": m.str_em(result.answer, golds), "rouge_l": m.rouge_l(result.answer, example.long_answers)}
+        if retrieved is not None:
+            scores["mrecall@5"] = m.mrecall_at_k(retrieved, golds, 5)
+            scores["coverage"] = m.answer_coverage(retrieved, golds)
         if reader is not None:
             pairs = [(p.question, p.short_answers) for p in example.qa_pairs]
             scores["disambig_f1"] = m.disambig_f1(result.answer, pairs, reader)
             scores["dr"] = m.dr_score(scores["disambig_f1"], scores["rouge_l"])
         return scores
-    return {
+    scores = {
         "em": m.best_over(m.exact_match, result.answer, example.answers),
         "f1": m.best_over(m.token_f1, result.answer, example.answers),
         "acc": m.answer_accuracy(result.answer, example.answers),
-        "support_recall@10": m.support_recall([p.id for p in result.passages[:10]], example.supporting_ids),
     }
+    if result.retrieved is not None:
+        scores["support_recall@10"] = m.support_recall([p.id for p in result.retrieved[:10]], example.supporting_ids)
+    return scores
 
 
 def grounded_metrics(
     example: Example, result: RunResult, judge: str, collection: str | None
-) -> tuple[dict[str, float], dict[str, int]]:
-    """VerDICt's G-Precision / G-Recall / G-F1 and ungrounded interpretation recall for one run, and the judge's usage.
+) -> tuple[dict[str, int], dict[str, int]]:
+    """The counts behind VerDICt's grounded and ungrounded metrics for one run, and the judge's usage.
 
     Each gold interpretation is grounded in the corpus passages its own question retrieves (top 5); Q̄ follows Eq. 22
-    for each method and question: the grounded gold interpretations plus that method's verified predictions.
+    for each method and question: the grounded gold interpretations plus that method's verified predictions. The
+    summary divides sums of these counts over questions (``agent.eval.stats``).
     """
     from agent.eval.grounded import evaluate_grounded, gold_evidence
     from agent.retrieval.collections import open_store
@@ -99,18 +103,12 @@ def grounded_metrics(
     gold = [QAPair(question=p.question, answer=" / ".join(p.short_answers)) for p in example.qa_pairs]
     evidence = gold_evidence(open_store(collection), gold)
     scores = evaluate_grounded(result.question, result.disambiguations, result.passages, gold, judge, evidence)
-    values = {
-        "g_precision": scores.g_precision,
-        "g_recall": scores.g_recall,
-        "g_f1": scores.g_f1,
-        "interp_recall": scores.recall,
-    }
     usage = {
         "llm_calls": scores.usage.calls,
         "input_tokens": scores.usage.input_tokens,
         "output_tokens": scores.usage.output_tokens,
     }
-    return {k: round(v, 4) for k, v in values.items() if v is not None}, usage
+    return scores.counts(), usage
 
 
 class CriticalPath:
@@ -141,7 +139,9 @@ class CriticalPath:
         self._last = now
 
 
-def run_one(example: Example, method: str, config: EvalConfig, reader: m.Reader | None) -> dict[str, Any]:
+def run_one(
+    example: Example, method: str, config: EvalConfig, reader: m.Reader | None, provenance: Provenance
+) -> dict[str, Any]:
     from agent.runner import run
 
     critical = CriticalPath()
@@ -154,19 +154,15 @@ def run_one(example: Example, method: str, config: EvalConfig, reader: m.Reader 
         **config.options_for(method),
     )
     total = result.usage.total
-    metrics = score(example, result, reader)
-    judge_usage = None
-    if config.judge and example.kind == "asqa":
-        grounded, judge_usage = grounded_metrics(example, result, config.judge, config.collection)
-        metrics |= grounded
-    row = {
+    row: dict[str, Any] = {
         "method": method,
         "id": example.id,
         "question": example.question,
         "answer": result.answer,
         "disambiguations": [d.model_dump() for d in result.disambiguations],
         "passage_ids": [p.id for p in result.passages],
-        "metrics": metrics,
+        "retrieved_ids": None if result.retrieved is None else [p.id for p in result.retrieved],
+        "metrics": score(example, result, reader),
         "details": details(result),
         "cost": {
             "llm_calls": total.calls,
@@ -176,9 +172,11 @@ def run_one(example: Example, method: str, config: EvalConfig, reader: m.Reader 
             "critical_path_s": round(critical.seconds, 3),
             "llm_rounds": critical.rounds,
         },
+        "cost_by_node": {node: usage.model_dump() for node, usage in result.usage.by_node.items()},
     }
-    if judge_usage is not None:
-        row["judge_usage"] = judge_usage  # not the method's cost
+    if config.judge and example.kind == "asqa":
+        row["grounded"], row["judge_usage"] = grounded_metrics(example, result, config.judge, config.collection)
+    row["provenance"] = {"key": provenance.key, **provenance.model_dump()}
     return row
 
 
@@ -193,32 +191,53 @@ def details(result: RunResult) -> dict[str, Any]:
     return out
 
 
-def _done(results_path: Path) -> set[tuple[str, str]]:
+def read_rows(results_path: Path) -> list[dict[str, Any]]:
+    """The results file's rows; a line cut by a crash is skipped (and its run retried)."""
     if not results_path.is_file():
-        return set()
-    done = set()
-    for line in results_path.read_text().splitlines():
+        return []
+    rows = []
+    for line in results_path.read_text(encoding="utf-8").splitlines():
         try:
-            row = json.loads(line)
+            rows.append(json.loads(line))
         except json.JSONDecodeError:
-            continue  # a line cut by a crash is retried
-        if "error" not in row:
-            done.add((row["method"], row["id"]))
-    return done
+            continue
+    return rows
 
 
-def evaluate(config: EvalConfig, progress: bool = True, log: Callable[[str], None] = print) -> dict[str, Any]:
+def _key(row: dict[str, Any]) -> str | None:
+    return (row.get("provenance") or {}).get("key")
+
+
+def provenances(config: EvalConfig) -> dict[str, Provenance]:
+    """Each method's provenance; resolving the options rejects unknown or bad ones before any work."""
     from agent.registry import load_graph
 
     for method in config.methods:
-        load_graph(method)  # unknown methods and options fail before any work
+        load_graph(method)  # unknown methods fail first
     for method in config.method_options:
         if method not in config.methods:
             raise ConfigError(
                 f"options given for {method}, which is not among the methods ({', '.join(config.methods)})"
             )
-    for method in config.methods:
-        _check_options(method, config.options_for(method))
+    if config.baseline is not None and config.baseline not in config.methods:
+        raise ConfigError(f"baseline {config.baseline} is not among the methods ({', '.join(config.methods)})")
+    llm = llm_provenance(config.llm)
+    judge = llm_provenance(config.judge) if config.judge else None
+    dataset = file_sha256(config.dataset) if config.dataset.is_file() else ""
+    common = {"llm": llm, "judge": judge, "reader": config.reader, "dataset_sha256": dataset, "commit": git_commit()}
+    return {
+        method: Provenance(
+            options=resolved_options(
+                method, {"llm": config.llm or "", "collection": config.collection or "", **config.options_for(method)}
+            ),
+            **common,
+        )
+        for method in config.methods
+    }
+
+
+def evaluate(config: EvalConfig, progress: bool = True, log: Callable[[str], None] = print) -> dict[str, Any]:
+    made_with = provenances(config)
     examples = load_examples(config.dataset, config.limit)
     if config.corpus is not None:
         from agent.retrieval.ingest import ingest
@@ -226,6 +245,7 @@ def evaluate(config: EvalConfig, progress: bool = True, log: Callable[[str], Non
         config.collection = config.collection or config.corpus.parent.name
         report = ingest(config.corpus, config.collection, progress=progress)
         log(f"collection {config.collection}: {report.added} added, {report.skipped} already stored")
+        made_with = provenances(config)  # the collection is now named
     reader = m.hf_reader(config.reader) if config.reader else None
     if reader is None and examples and examples[0].kind == "asqa":
         log("Disambig-F1 and DR skipped: no extractive QA reader configured (--reader MODEL_DIR)")
@@ -233,10 +253,15 @@ def evaluate(config: EvalConfig, progress: bool = True, log: Callable[[str], Non
         log("grounded metrics (G-Precision/G-Recall/G-F1) off: name an LLM judge to turn them on (--judge LLM)")
     config.out.mkdir(parents=True, exist_ok=True)
     results_path = config.out / "results.jsonl"
-    done = _done(results_path)
+    keys = {method: p.key for method, p in made_with.items()}
+    rows = read_rows(results_path)
+    done = {(r["method"], r["id"]) for r in rows if "error" not in r and _key(r) == keys.get(r["method"])}
     todo = [(e, method) for e in examples for method in config.methods if (method, e.id) not in done]
     if done:
         log(f"resuming: {len(done)} runs already in {results_path}, {len(todo)} to go")
+    other = sum(r["method"] in keys and _key(r) != keys[r["method"]] for r in rows)
+    if other:
+        log(f"{other} rows in {results_path} were made with other settings: kept, not reused or summarised")
     bar = None
     if progress and todo:
         from tqdm import tqdm
@@ -244,62 +269,147 @@ def evaluate(config: EvalConfig, progress: bool = True, log: Callable[[str], Non
         bar = tqdm(total=len(todo), unit="run", desc="eval")
     try:
         with results_path.open("a", encoding="utf-8") as out:
-            for example, method in todo:
-                if bar:
-                    bar.set_postfix_str(f"{method} · {example.id}")
-                try:
-                    row = run_one(example, method, config, reader)
-                except FATAL:
-                    raise
-                except AgentError as exc:
-                    row = {"method": method, "id": example.id, "question": example.question, "error": str(exc)}
-                out.write(json.dumps(row) + "\n")
-                out.flush()
-                if bar:
-                    bar.update(1)
+            write = _writer(out, bar)
+            if config.concurrency == 1:
+                for example, method in todo:
+                    if bar:
+                        bar.set_postfix_str(f"{method} · {example.id}")
+                    write(_attempt(example, method, config, reader, made_with[method]))
+            else:
+                _run_concurrently(todo, config, reader, made_with, write)
     finally:
         if bar:
             bar.close()
-        summary = summarize(results_path, config.methods)
-        for method, options in config.method_options.items():
-            if method in summary:
-                summary[method]["options"] = options
+        baseline = config.baseline or ("rag" if "rag" in config.methods else None)
+        summary = summarize(
+            results_path, config.methods, keys, baseline, made_with, config.method_options, config.bootstrap_samples
+        )
         write_reports(summary, config.out)
     return summary
 
 
-def summarize(results_path: Path, methods: list[str]) -> dict[str, Any]:
-    rows = (
-        [json.loads(line) for line in results_path.read_text().splitlines() if line.strip()]
-        if results_path.is_file()
-        else []
-    )
+def _attempt(
+    example: Example, method: str, config: EvalConfig, reader: m.Reader | None, provenance: Provenance
+) -> dict[str, Any]:
+    """One run's row; a run-level error becomes an error row (retried on resume), a fatal one is raised."""
+    try:
+        return run_one(example, method, config, reader, provenance)
+    except FATAL:
+        raise
+    except AgentError as exc:
+        error = {"method": method, "id": example.id, "question": example.question, "error": str(exc)}
+        return error | {"provenance": {"key": provenance.key}}
+
+
+def _writer(out: Any, bar: Any) -> Callable[[dict[str, Any]], None]:
+    lock = threading.Lock()
+
+    def write(row: dict[str, Any]) -> None:
+        with lock:
+            out.write(json.dumps(row) + "\n")
+            out.flush()
+            if bar:
+                bar.set_postfix_str(f"{row['method']} · {row['id']}")
+                bar.update(1)
+
+    return write
+
+
+def _run_concurrently(
+    todo: list[tuple[Example, str]],
+    config: EvalConfig,
+    reader: m.Reader | None,
+    made_with: dict[str, Provenance],
+    write: Callable[[dict[str, Any]], None],
+) -> None:
+    """``config.concurrency`` runs at once; rows are written as they finish; a fatal error stops the rest."""
+    pending = iter(todo)
+    with ThreadPoolExecutor(config.concurrency, thread_name_prefix="eval") as pool:
+        running: set[Future] = set()
+        try:
+            while True:
+                for example, method in pending:
+                    running.add(pool.submit(_attempt, example, method, config, reader, made_with[method]))
+                    if len(running) >= config.concurrency:
+                        break
+                if not running:
+                    return
+                finished, running = wait(running, return_when=FIRST_COMPLETED)
+                for future in finished:
+                    write(future.result())
+        finally:
+            for future in running:
+                future.cancel()
+
+
+def summarize(
+    results_path: Path,
+    methods: list[str],
+    keys: dict[str, str] | None = None,
+    baseline: str | None = None,
+    made_with: dict[str, Provenance] | None = None,
+    method_options: dict[str, dict[str, Any]] | None = None,
+    samples: int = 1000,
+) -> dict[str, Any]:
+    """Per method: questions, metrics with 95% intervals, the paired difference to ``baseline``, costs, provenance.
+
+    Only rows made with ``keys[method]`` count (all rows when ``keys`` is None).
+    """
+    rows = read_rows(results_path)
+    current = {
+        method: [r for r in rows if r["method"] == method and (keys is None or _key(r) == keys.get(method))]
+        for method in methods
+    }
+    ok = {method: [r for r in current[method] if "error" not in r] for method in methods}
     summary: dict[str, Any] = {}
     for method in methods:
-        ok = [r for r in rows if r["method"] == method and "error" not in r]
-        failed = len(
-            {r["id"] for r in rows if r["method"] == method and "error" in r} - {r["id"] for r in ok}
-        )  # retried ones are not
-        if not ok:
+        finished = ok[method]
+        if not finished:
             continue
-        mean = lambda values: round(statistics.fmean(values), 4)  # noqa: E731
-        summary[method] = {
-            "questions": len(ok),
-            "failed": failed,
-            "metrics": {
-                k: mean([r["metrics"][k] for r in ok if k in r["metrics"]]) for k in _keys(r["metrics"] for r in ok)
-            },
-            "cost_per_question": {k: mean([r["cost"][k] for r in ok if k in r["cost"]]) for k in ok[0]["cost"]},
-            "details_per_question": {
-                "interpretations": mean([len(r["disambiguations"]) for r in ok]),
-                **_mean_details(ok),
-            },
+        failed = len({r["id"] for r in current[method] if "error" in r} - {r["id"] for r in finished})
+        metrics, ci95 = summarize_metrics(finished, samples)
+        entry: dict[str, Any] = {"questions": len(finished), "failed": failed, "metrics": metrics, "ci95": ci95}
+        if baseline and method != baseline and ok.get(baseline):
+            entry["vs_baseline"] = {"baseline": baseline, **paired_difference(finished, ok[baseline], samples)}
+        entry["cost_per_question"] = {
+            k: _mean([r["cost"][k] for r in finished if k in r["cost"]]) for k in finished[0]["cost"]
         }
+        entry["cost_by_node"] = _cost_by_node(finished)
+        entry["details_per_question"] = {
+            "interpretations": _mean([len(r["disambiguations"]) for r in finished]),
+            **_mean_details(finished),
+        }
+        if method_options and method_options.get(method):
+            entry["options"] = method_options[method]
+        if made_with:
+            entry["provenance"] = {"key": made_with[method].key, **made_with[method].model_dump(exclude={"commit"})}
+            entry["provenance"]["commits"] = sorted({r["provenance"].get("commit") or "unknown" for r in finished})
+        summary[method] = entry
     return summary
 
 
-METRIC_ORDER = ["str_em", "rouge_l", "disambig_f1", "dr", "mrecall@5", "coverage", "g_precision", "g_recall", "g_f1",
-                "interp_recall", "em", "f1", "acc", "support_recall@10"]  # fmt: skip
+def _mean(values: list[float]) -> float:
+    return round(statistics.fmean(values), 4) if values else 0.0
+
+
+def _cost_by_node(rows: list[dict[str, Any]]) -> dict[str, dict[str, float]]:
+    """Mean per question of each node's calls, tokens and seconds (a node a run skipped counts 0 for it)."""
+    nodes = dict.fromkeys(node for r in rows for node in r.get("cost_by_node", {}))
+    fields = ("calls", "input_tokens", "output_tokens", "seconds")
+    return {
+        node: {
+            f: round(sum(r.get("cost_by_node", {}).get(node, {}).get(f, 0) for r in rows) / len(rows), 3)
+            for f in fields
+        }
+        for node in nodes
+    }
+
+
+METRIC_ORDER = ["str_em", "rouge_l", "disambig_f1", "dr", "mrecall@5", "coverage", "precision", "interp_recall",
+                "sufficient", "g_precision", "g_recall", "g_f1", "em", "f1", "acc", "support_recall@10"]  # fmt: skip
+NOTES = {  # options that change what a metric means, shown in summary.md when set
+    ("verdict", "append_uncited", True): "readings the answer did not cite are appended to it (lifts STR-EM)",
+}
 
 
 def _keys(dicts: Any) -> list[str]:
@@ -326,37 +436,108 @@ def _quality_key(summary: dict[str, Any]) -> str:
     return next((k for k in ("dr", "str_em", "f1") if k in keys), "str_em")
 
 
+def _label(method: str, s: dict[str, Any]) -> str:
+    if s.get("options"):
+        return f"{method} ({', '.join(f'{k}={json.dumps(v)}' for k, v in s['options'].items())})"
+    return method
+
+
+def _cell(value: float | None, ci: list[float] | None, sign: bool = False) -> str:
+    if value is None:
+        return "–"
+    text = f"{value:+.3f}" if sign else f"{value:.3f}"
+    return f"{text} [{ci[0]:.2f}, {ci[1]:.2f}]" if ci else text
+
+
 def write_reports(summary: dict[str, Any], out: Path) -> None:
     (out / "summary.json").write_text(json.dumps(summary, indent=2))
     if not summary:
         (out / "summary.md").write_text("No finished runs yet.\n")
         return
     metric_keys = _keys(s["metrics"] for s in summary.values())
-    cost_keys = list(next(iter(summary.values()))["cost_per_question"])
-    lines = ["## Quality (mean per question)", "", "| method | n | " + " | ".join(metric_keys) + " |"]
-    lines.append("|---" * (len(metric_keys) + 2) + "|")
+    lines = [
+        "## Quality [95% bootstrap interval over questions]",
+        "",
+        "Means per question; precision / interp_recall (ungrounded) and G-Precision / G-Recall / G-F1 from counts summed"
+        " over questions; sufficient: share with ≥ 5 distinct interpretations.",
+        "",
+        "| method | n | " + " | ".join(metric_keys) + " |",
+        "|---" * (len(metric_keys) + 2) + "|",
+    ]
     for method, s in summary.items():
-        if s.get("options"):
-            method = f"{method} ({', '.join(f'{k}={json.dumps(v)}' for k, v in s['options'].items())})"
-        lines.append(
-            f"| {method} | {s['questions']} | "
-            + " | ".join(f"{s['metrics'][k]:.3f}" if k in s["metrics"] else "–" for k in metric_keys)
-            + " |"
-        )
+        cells = [_cell(s["metrics"].get(k), s["ci95"].get(k)) for k in metric_keys]
+        lines.append(f"| {_label(method, s)} | {s['questions']} | " + " | ".join(cells) + " |")
+    compared = {method: s["vs_baseline"] for method, s in summary.items() if s.get("vs_baseline")}
+    if compared:
+        baseline = next(iter(compared.values()))["baseline"]
+        lines += [
+            "",
+            f"## Difference to {baseline} (paired over the questions both answered; * = the 95% interval excludes 0)",
+            "",
+            "| method | n | " + " | ".join(metric_keys) + " |",
+            "|---" * (len(metric_keys) + 2) + "|",
+        ]
+        for method, diffs in compared.items():
+            cells = []
+            for k in metric_keys:
+                d = diffs.get(k)
+                cells.append(
+                    "–"
+                    if d is None
+                    else _cell(d["diff"], d["ci95"], sign=True) + (" *" if excludes_zero(d["ci95"]) else "")
+                )
+            n = max((d["questions"] for k, d in diffs.items() if isinstance(d, dict)), default=0)
+            lines.append(f"| {_label(method, summary[method])} | {n} | " + " | ".join(cells) + " |")
+    cost_keys = list(next(iter(summary.values()))["cost_per_question"])
     lines += ["", "## Cost (mean per question)", "", "| method | " + " | ".join(cost_keys) + " |"]
     lines.append("|---" * (len(cost_keys) + 1) + "|")
     for method, s in summary.items():
         lines.append(f"| {method} | " + " | ".join(f"{s['cost_per_question'][k]:,.1f}" for k in cost_keys) + " |")
+    lines += [
+        "",
+        "## Cost by node (mean per question)",
+        "",
+        "| method | node | calls | input tokens | output tokens | seconds |",
+    ]
+    lines.append("|---|---|---|---|---|---|")
+    for method, s in summary.items():
+        for node, c in s.get("cost_by_node", {}).items():
+            lines.append(
+                f"| {method} | {node} | {c['calls']:.2f} | {c['input_tokens']:,.0f} | {c['output_tokens']:,.0f} |"
+                f" {c['seconds']:.1f} |"
+            )
     detailed = {method: s["details_per_question"] for method, s in summary.items() if s.get("details_per_question")}
     if detailed:
         lines += ["", "## Method details (mean per question)", ""]
         lines += [f"- **{method}**: " + ", ".join(f"{k} {v:g}" for k, v in d.items()) for method, d in detailed.items()]
+    lines += _provenance_lines(summary)
     (out / "summary.md").write_text("\n".join(lines) + "\n")
     _plot(summary, out / "quality_vs_time.png")
 
 
+def _provenance_lines(summary: dict[str, Any]) -> list[str]:
+    made = {method: s["provenance"] for method, s in summary.items() if s.get("provenance")}
+    if not made:
+        return []
+    first = next(iter(made.values()))
+    llm = ", ".join(f"{k} {v}" for k, v in first["llm"].items())
+    lines = ["", "## Provenance", "", f"- LLM: {llm}", f"- dataset sha256: {first['dataset_sha256']}"]
+    if first.get("judge"):
+        lines.append("- judge: " + ", ".join(f"{k} {v}" for k, v in first["judge"].items()))
+    commits = sorted({c for p in made.values() for c in p["commits"]})
+    lines.append(f"- commit{'s' if len(commits) > 1 else ''}: {', '.join(commits)}")
+    for method, p in made.items():
+        notes = [
+            f"{field}={json.dumps(p['options'][field])}" + (f": {text}" if p["options"][field] == value else "")
+            for (owner, field, value), text in NOTES.items()
+            if owner == method and field in p["options"]
+        ]
+        lines.append(f"- {method}: options key {p['key']}" + "".join(f"; {note}" for note in notes))
+    return lines
+
+
 def _plot(summary: dict[str, Any], path: Path) -> None:
-    """Quality vs seconds per question, circle size ∝ tokens per question (cf. DIVA Figure 1)."""
+    """Quality vs seconds per question with 95% intervals, circle size ∝ tokens per question (cf. DIVA Figure 1)."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -370,10 +551,13 @@ def _plot(summary: dict[str, Any], path: Path) -> None:
     biggest = max(tokens) or 1
     for (method, s), n_tokens in zip(summary.items(), tokens):
         x, y = s["cost_per_question"]["seconds"], s["metrics"].get(quality, 0.0)
-        ax.scatter(x, y, s=60 + 900 * n_tokens / biggest, alpha=0.5)
+        points = ax.scatter(x, y, s=60 + 900 * n_tokens / biggest, alpha=0.5)
+        ci = s.get("ci95", {}).get(quality)
+        if ci:
+            ax.errorbar(x, y, yerr=[[y - ci[0]], [ci[1] - y]], fmt="none", capsize=4, color=points.get_facecolor()[0])
         ax.annotate(method, (x, y), textcoords="offset points", xytext=(6, 6))
     ax.set_xlabel("seconds per question")
-    ax.set_ylabel(quality)
+    ax.set_ylabel(f"{quality} (95% interval)")
     ax.set_title("Quality vs time (circle size: tokens per question)")
     ax.grid(alpha=0.3)
     fig.tight_layout()

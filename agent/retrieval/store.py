@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import threading
 from collections.abc import Iterator
 from functools import lru_cache
 from typing import TYPE_CHECKING, Any
@@ -27,8 +28,17 @@ def content_id(title: str, text: str) -> str:
     return hashlib.sha256(f"{title}\n{text}".encode()).hexdigest()[:32]
 
 
-@lru_cache(maxsize=8)
+_client_lock = threading.Lock()
+
+
 def _client(path: str | None, url: str | None) -> ClientAPI:
+    """One client per store, created once even when the first requests arrive together (Chroma's setup races)."""
+    with _client_lock:
+        return _new_client(path, url)
+
+
+@lru_cache(maxsize=8)
+def _new_client(path: str | None, url: str | None) -> ClientAPI:
     import chromadb
     from chromadb.config import Settings as ChromaSettings
 

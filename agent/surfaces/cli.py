@@ -285,8 +285,15 @@ def eval_command(
     settings: list[str] = typer.Option(
         [], "--set", help="METHOD.FIELD=VALUE, a method's option; repeatable (e.g. sunar.asu=false)"
     ),
+    concurrency: int = typer.Option(
+        1, "--concurrency", min=1, max=64, help="questions at once (1 for the local model; more for a remote endpoint)"
+    ),
+    baseline: str | None = typer.Option(
+        None, "--baseline", help="method the others are compared to, paired (default: rag when it is run)"
+    ),
 ) -> None:
-    """Run methods side by side on a dataset; resumable (finished runs in OUT/results.jsonl are skipped)."""
+    """Run methods side by side on a dataset; resumable (finished runs with the same settings in OUT/results.jsonl are
+    skipped). The summary gives 95% bootstrap intervals and paired differences to the baseline."""
     from agent.errors import AgentError
     from agent.eval.harness import EvalConfig, evaluate, parse_setting
 
@@ -297,7 +304,8 @@ def eval_command(
             method_options.setdefault(method, {})[field] = value
         config = EvalConfig(
             dataset=dataset, corpus=corpus, collection=collection, methods=_methods(methods), limit=limit, llm=llm,
-            out=out, reader=reader, judge=judge, method_options=method_options,
+            out=out, reader=reader, judge=judge, method_options=method_options, concurrency=concurrency,
+            baseline=baseline,
         )  # fmt: skip
     except AgentError as exc:
         _fail(str(exc))
