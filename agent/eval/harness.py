@@ -497,7 +497,7 @@ def write_reports(summary: dict[str, Any], out: Path) -> None:
         "",
         "## Cost by node (mean per question)",
         "",
-        "| method | node | calls | input tokens | output tokens | seconds |",
+        "| method | node | calls | input tokens | output tokens | LLM seconds |",
     ]
     lines.append("|---|---|---|---|---|---|")
     for method, s in summary.items():
