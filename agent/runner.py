@@ -17,6 +17,7 @@ from agent.registry import load_graph
 from agent.retrieval.pipeline import search as pipeline_search
 from agent.schemas import Passage, RunResult
 from agent.settings import get_settings
+from agent.text import printable
 
 CONTRACT = {"question", "answer", "disambiguations", "passages", "retrieved", "usage"}
 
@@ -28,7 +29,13 @@ def validate_question(question: Any) -> str:
         raise InvalidQuestionError(
             "the question is empty: ask something, e.g. 'When did the Harry Potter film come out?'"
         )
-    question = " ".join(question.split())
+    try:
+        question.encode("utf-8")
+    except UnicodeEncodeError:
+        raise InvalidQuestionError("the question is not valid UTF-8 text") from None
+    question = " ".join(printable(question).split())  # no terminal escapes or control characters
+    if not question:
+        raise InvalidQuestionError("the question holds only control characters")
     limit = get_settings().max_question_chars
     if len(question) > limit:
         raise InvalidQuestionError(f"the question has {len(question):,} characters; the limit is {limit:,}")

@@ -31,8 +31,16 @@ class Settings(BaseSettings):
 
     fake_latency: float = Field(default=0.0, description="seconds each call of the `fake` model sleeps (load tests)")
 
-    llm_timeout: float = Field(default=300.0, description="seconds per LLM request")
-    llm_max_retries: int = Field(default=2, description="transport retries per LLM request")
+    llm_timeout: float | None = Field(
+        default=None,
+        description="seconds to wait for an LLM reply; None: 20 for a remote endpoint (a dead one fails within a "
+        "minute, retries included), 600 for the embedded model (long prompts prefill at ~64 tokens/s on 2 cores)",
+    )
+    llm_connect_timeout: float = Field(default=5.0, description="seconds to connect to the LLM endpoint")
+    llm_max_retries: int = Field(default=1, description="transport retries per LLM request")
+
+    def reply_timeout(self, local: bool) -> float:
+        return self.llm_timeout if self.llm_timeout is not None else (600.0 if local else 20.0)
 
     max_question_chars: int = 2000
     max_passage_words: int = Field(

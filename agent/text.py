@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 import string
+import unicodedata
 
 from agent.schemas import Passage
 from agent.settings import get_settings
@@ -29,16 +30,30 @@ def supporting_ids(answer: str, passages: list[Passage]) -> list[str]:
     return [p.id for p in passages if contains_answer(p.full_text, answer)]
 
 
+QUOTES = ("«", "»")  # delimit a passage's text in a prompt; removed from the text itself
+
+
+def _one_line(text: str) -> str:
+    return " ".join(text.replace(QUOTES[0], '"').replace(QUOTES[1], '"').split())
+
+
 def passage_text(passage: Passage, words: int | None = None) -> str:
-    """``title | text`` for a prompt, the text cut to ``words`` (default: the ``max_passage_words`` setting) so that one
-    long article cannot overflow the model's context."""
+    """``title | «text»`` for a prompt: one line whatever the passage holds (a passage cannot start a line that poses
+    as prompt structure, e.g. ``DQ 1:``), its text quoted, cut to ``words`` (default: the ``max_passage_words``
+    setting) so that one long article cannot overflow the model's context."""
     limit = words or get_settings().max_passage_words
-    tokens = passage.text.split()
-    text = " ".join(tokens[:limit]) + " …" if len(tokens) > limit else passage.text
-    return f"{passage.title} | {text}"
+    tokens = _one_line(passage.text).split(" ")
+    text = " ".join(tokens[:limit]) + " …" if len(tokens) > limit else " ".join(tokens)
+    return f"{_one_line(passage.title)} | {QUOTES[0]}{text}{QUOTES[1]}"
 
 
 def render_passages(passages: list[Passage], words: int | None = None, numbers: list[int] | None = None) -> str:
     """Numbered passages ``[n] title | text``; ``numbers`` defaults to 1, 2, ..."""
     numbers = numbers or list(range(1, len(passages) + 1))
     return "\n".join(f"[{n}] {passage_text(p, words)}" for n, p in zip(numbers, passages))
+
+
+def printable(text: str) -> str:
+    """``text`` without control and format characters (terminal escapes, NULs, bidi overrides); newlines and tabs
+    stay."""
+    return "".join(ch for ch in text if ch in "\n\t" or unicodedata.category(ch) not in ("Cc", "Cf", "Cs"))

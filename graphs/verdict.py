@@ -123,11 +123,12 @@ def answer(state: VerdictState, runtime: Runtime[VerdictContext]) -> dict:
     cited = cited[: ctx.answer_passages]  # bounded context; every pair still carries its citation
     cite = [f"[{number[d.passage_ids[0]]}]" for d in pairs]
     shown = [d.model_copy(update={"answer": f"{d.answer} {c}"}) for d, c in zip(pairs, cite)]
+    fallback = {"fallback": " ".join(f"{d.question} {d.answer}." for d in shown)} if shown else {}
     reply = ask(
         "verdict_answer",
         ctx.llm_options(),
         parse=parse_long_answer,
-        fallback=" ".join(f"{d.question} {d.answer}." for d in shown) or "No answer could be generated.",
+        **fallback,
         passages=render_passages([passages[n - 1] for n in cited], numbers=cited),
         question=state["question"],
         disambiguations=render_pairs(shown),

@@ -5,6 +5,8 @@ from __future__ import annotations
 import itertools
 import json
 import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -57,6 +59,17 @@ def collection(home, corpus_file) -> str:
 
     ingest(corpus_file, "tiny", progress=False)
     return "tiny"
+
+
+@pytest.fixture(scope="session")
+def served_home(tmp_path_factory, corpus_file) -> Path:
+    """A store that only server subprocesses open, holding the ``tiny`` collection; the tests' own process never opens
+    it (Chroma's embedded store is single-process: the servers share it through their loopback Chroma server)."""
+    path = tmp_path_factory.mktemp("served-home")
+    env = {**os.environ, "AMBIGQA_HOME": str(path), "PYTHONPATH": os.getcwd()}
+    command = [sys.executable, "-m", "agent", "ingest", str(corpus_file), "-c", "tiny"]
+    subprocess.run(command, env=env, check=True, capture_output=True, timeout=300)
+    return path
 
 
 @pytest.fixture

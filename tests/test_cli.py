@@ -52,7 +52,7 @@ def test_ingest_reports_added_and_skipped(home, corpus_file):
     first = cli("ingest", str(corpus_file), "-c", "cli-corpus", home=home)
     again = cli("ingest", str(corpus_file), "-c", "cli-corpus", home=home)
     assert first.returncode == 0 and "6 added" in first.stdout and "passages/s" in first.stdout
-    assert again.returncode == 0 and "0 added, 6 already stored" in again.stdout
+    assert again.returncode == 0 and "0 added (0 new versions), 0 removed, 6 already stored" in again.stdout
 
 
 def test_demo_question_end_to_end_as_json_with_progress(tmp_path):
@@ -102,3 +102,31 @@ def test_eval_with_a_bad_setting_is_one_line_error(home, tmp_path):
         home=home,
     )
     assert_one_line_error(proc, "rag has no option top_kk")
+
+
+def _cli_bytes(*args: bytes, home) -> subprocess.CompletedProcess:
+    env = {**os.environ, "AMBIGQA_HOME": str(home), "PYTHONPATH": os.getcwd()}
+    command = [sys.executable.encode(), b"-m", b"agent", *args]
+    return subprocess.run(command, capture_output=True, text=True, env=env, timeout=300, errors="replace")
+
+
+def test_a_question_that_is_not_utf8_is_one_line(home, collection):
+    proc = _cli_bytes(b"ask", b"When did caf\xe9 open?", b"--llm", b"fake", b"-c", collection.encode(), home=home)
+    assert_one_line_error(proc, "not valid UTF-8")
+
+
+def test_a_bad_top_k_is_one_line(home, collection):
+    assert_one_line_error(cli("ask", "Who?", "--top-k", "0", "--llm", "fake", "-c", collection, home=home), "top_k")
+
+
+def test_a_corpus_that_is_not_utf8_is_one_line(home, tmp_path):
+    corpus = tmp_path / "bad.jsonl"
+    corpus.write_bytes(b'{"id": "a", "title": "t", "text": "caf\xe9"}\n')
+    assert_one_line_error(cli("ingest", str(corpus), "-c", "latin", home=home), "not UTF-8")
+
+
+def test_control_characters_never_reach_the_terminal(home, collection):
+    proc = cli("ask", "When did \x1b[31mthe film\x07 come out?", "--llm", "fake", "-c", collection, home=home)
+    assert proc.returncode == 0, proc.stderr
+    assert "\x1b" not in proc.stderr + proc.stdout and "\x07" not in proc.stderr + proc.stdout
+    assert "When did [31mthe film come out?" in proc.stderr

@@ -91,7 +91,7 @@ def test_interpretations_without_a_passage_are_verified_against_all_passages():
     model = judge()
     scores = evaluate_grounded(QUESTION, predicted((US, [])), PASSAGES, gold(US), judge=model)
     first_verify = next(c for c in model.calls if c.prompt == "eval_verify" and US[0] in c.user)
-    assert "[1] Film | The film had its world premiere" in first_verify.user and "[3] Novel" in first_verify.user
+    assert "[1] Film | «The film had its world premiere" in first_verify.user and "[3] Novel" in first_verify.user
     assert scores.verified == [True]
 
 

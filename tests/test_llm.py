@@ -239,3 +239,38 @@ def test_a_refused_request_is_a_clear_error(refusing_endpoint, status, message, 
         assert status == 401 or type(caught.value) is LLMError  # one request refused: the eval records it and goes on
     finally:
         unregister_model("refusing")
+
+
+def test_a_hung_endpoint_fails_fast_with_a_clear_error(collection, monkeypatch):
+    import socket
+    import threading
+    import time
+
+    import agent
+    from agent.errors import LLMError
+    from agent.llm.factory import unregister_model
+    from agent.settings import Settings, get_settings
+
+    defaults = Settings()
+    worst = (defaults.reply_timeout(local=False) + defaults.llm_connect_timeout) * (defaults.llm_max_retries + 1)
+    assert worst < 60  # a dead remote endpoint fails within a minute by default
+    server = socket.socket()
+    server.bind(("127.0.0.1", 0))
+    server.listen()
+    held = []
+    threading.Thread(target=lambda: [held.append(server.accept()) for _ in range(4)], daemon=True).start()
+    monkeypatch.setenv("AMBIGQA_OPENAI_BASE_URL", f"http://127.0.0.1:{server.getsockname()[1]}/v1")
+    monkeypatch.setenv("AMBIGQA_OPENAI_API_KEY", "x")
+    monkeypatch.setenv("AMBIGQA_LLM_TIMEOUT", "1")
+    get_settings.cache_clear()
+    unregister_model("openai")
+    try:
+        started = time.monotonic()
+        with pytest.raises(LLMError) as caught:
+            agent.run("When did the Harry Potter film come out?", method="closed_book", llm="openai",
+                      collection=collection)  # fmt: skip
+        assert time.monotonic() - started < 10 and len(str(caught.value).splitlines()) == 1
+    finally:
+        unregister_model("openai")
+        get_settings.cache_clear()
+        server.close()

@@ -116,3 +116,31 @@ def test_decisions_need_one_label_per_item():
     assert parse_decisions("Yes, No", 2) == [True, False]
     with pytest.raises(ParseError):
         parse_decisions("1: Yes", 2)
+
+
+@pytest.mark.parametrize("reply", ["%%%@@@ garbage ~~~", "Answer: ...", "!!! ??? ###", "", "Answer: ok"])
+def test_a_reply_without_usable_text_is_never_a_long_answer(reply):
+    from agent.llm.parsing import ParseError, parse_long_answer
+
+    with pytest.raises(ParseError):
+        parse_long_answer(reply)
+
+
+def test_real_answers_in_any_script_are_usable():
+    from agent.llm.parsing import parse_long_answer, parse_short_answer
+
+    assert parse_long_answer("Answer: It premiered on 4 November 2001.") == "It premiered on 4 November 2001."
+    assert parse_long_answer("Le film est sorti en 2001 à Londres.")
+    assert parse_long_answer("映画 は 2001年 公開")  # letters of any script count
+    assert parse_short_answer("Answer: 1997") == "1997"
+
+
+def test_garbage_from_the_llm_is_a_clear_error_not_an_answer(collection, scripted):
+    import agent
+    from agent.errors import LLMError
+
+    name, model = scripted({"closed_book": "%%%@@@ garbage ~~~"})
+    with pytest.raises(LLMError, match="no usable output after 2 attempts"):
+        agent.run("When did the Harry Potter film come out?", method="closed_book", llm=name, collection=collection,
+                  retries=1)  # fmt: skip
+    assert len(model.calls) == 2

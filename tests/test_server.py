@@ -40,8 +40,8 @@ def _start(home, collection, *args, env_extra=None):
 
 
 @pytest.fixture(scope="module")
-def server(home, collection):
-    proc, base = _start(home, collection, "--api-key", "sesame", "--max-body-bytes", "4000")
+def server(served_home):
+    proc, base = _start(served_home, "tiny", "--api-key", "sesame", "--max-body-bytes", "4000")
     yield base
     proc.terminate()
     proc.wait(timeout=10)
@@ -50,10 +50,11 @@ def server(home, collection):
 KEY = {"X-API-Key": "sesame"}
 
 
-def test_health_needs_no_key_and_lists_every_method(server):
-    body = httpx.get(f"{server}/health").json()
+def test_health_tells_anonymous_callers_only_ok_and_key_holders_the_setup(server):
     from agent.registry import METHODS
 
+    assert httpx.get(f"{server}/health").json() == {"status": "ok"}
+    body = httpx.get(f"{server}/health", headers=KEY).json()
     assert body["status"] == "ok" and body["methods"] == list(METHODS) and body["llm"] == "fake"
 
 
@@ -141,9 +142,15 @@ def test_oversized_bodies_get_413(server):
     assert r.status_code == 413
 
 
-def test_saturated_server_answers_503_and_stays_up(home, collection):
+def test_saturated_server_answers_503_and_stays_up(served_home):
     proc, base = _start(
-        home, collection, "--max-concurrent", "1", "--queue-timeout", "0.2", env_extra={"AMBIGQA_FAKE_LATENCY": "1.0"}
+        served_home,
+        "tiny",
+        "--max-concurrent",
+        "1",
+        "--queue-timeout",
+        "0.2",
+        env_extra={"AMBIGQA_FAKE_LATENCY": "1.0"},
     )
     try:
 
@@ -161,10 +168,10 @@ def test_saturated_server_answers_503_and_stays_up(home, collection):
         proc.wait(timeout=10)
 
 
-def test_load_burst_of_50_concurrent_requests_all_succeed_or_get_503(home, collection):
+def test_load_burst_of_50_concurrent_requests_all_succeed_or_get_503(served_home):
     from agent.surfaces.loadtest import run_load
 
-    proc, base = _start(home, collection, "--max-concurrent", "4", "--queue-timeout", "30")
+    proc, base = _start(served_home, "tiny", "--max-concurrent", "4", "--queue-timeout", "30")
     try:
         report = run_load(base, "closed_book", requests=50, concurrency=50)
         assert report.other == 0 and report.ok + report.busy_503 == 50 and report.ok >= 1

@@ -148,3 +148,31 @@ def test_an_unreachable_chroma_server_is_a_clear_error(tmp_path):
         CollectionError, match="cannot reach the Chroma server at http://127.0.0.1:.*AMBIGQA_CHROMA_URL"
     ):
         open_store("remote", settings=settings)
+
+
+def test_ingest_syncs_edits_and_prunes_what_left_the_file(home, tmp_path):
+    path = tmp_path / "sync.jsonl"
+    rows = [dict(p) for p in PASSAGES[:3]]
+    path.write_text("".join(json.dumps(p) + "\n" for p in rows))
+    assert ingest(path, "synced", progress=False).added == 3
+    rows[0]["text"] = "The film premiered in London on 4 November 2001, an edited sentence."
+    path.write_text("".join(json.dumps(p) + "\n" for p in rows[:2]))  # the third passage left the file
+    report = ingest(path, "synced", progress=False)
+    assert (report.added, report.updated, report.removed, report.skipped) == (1, 1, 1, 1)  # the old version went
+    store = open_store("synced")
+    assert store.count() == 3  # without --prune the passage that left the file stays
+    pruned = ingest(path, "synced", progress=False, prune=True)
+    assert (pruned.added, pruned.removed) == (0, 1) and open_store("synced").count() == 2
+    texts = {p.text for p in open_store("synced").search("premiere London", 2)}
+    assert rows[0]["text"] in texts and PASSAGES[0]["text"] not in texts
+    again = ingest(path, "synced", progress=False, prune=True)
+    assert (again.added, again.removed, again.skipped) == (0, 0, 2)  # an unchanged file is a no-op
+
+
+def test_a_file_that_is_not_utf8_is_one_clear_error(home, tmp_path):
+    bad = tmp_path / "latin1.jsonl"
+    bad.write_bytes(
+        json.dumps({"id": "a", "title": "t", "text": "ok"}).encode() + b"\n" + b'{"id": "b", "text": "caf\xe9"}\n'
+    )
+    with pytest.raises(IngestError, match=r"latin1.jsonl:2: not UTF-8 \(byte 0xe9"):
+        ingest(bad, "latin", progress=False)

@@ -283,7 +283,7 @@ def test_sunar_decomposes_retrieves_answers_and_reasons_over_the_path(planted, s
     batches = len(path[0].semantic_sets) + len(path[1].semantic_sets)
     assert model.prompts().count("sunar_answer_sub") == 5 * batches + 2  # m samples per NAR batch + one answer per hop
     mer = [c for c in model.calls if c.prompt == "sunar_meta_reason"][0]
-    assert "Intermediate answer: Velmora" in mer.user and "Velmora | Velmora sits astride Ostra" in mer.user
+    assert "Intermediate answer: Velmora" in mer.user and "Velmora | «Velmora sits astride Ostra" in mer.user
     assert set(result.usage.by_node) == {"decompose", "nar_retrieve", "answer_sub", "meta_reason"}
 
 

@@ -24,7 +24,7 @@ def executes(by_passage: dict[str, str]):
     text_to_id = {p["text"]: p["id"] for p in PASSAGES}
 
     def reply(call) -> str:
-        passage = re.search(r"^Passage: .+? \| (.+)$", call.user, re.MULTILINE).group(1)
+        passage = re.search(r"^Passage: .+? \| «(.+)»$", call.user, re.MULTILINE).group(1)
         return by_passage.get(text_to_id[passage], "null")
 
     return reply

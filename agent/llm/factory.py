@@ -48,6 +48,7 @@ def model_name(llm: str | BaseChatModel | None) -> Iterator[str | None]:
 def _openai_compatible(
     base_url: str | None, api_key: str, model: str, settings: Settings, llama_cpp: bool = False
 ) -> BaseChatModel:
+    import httpx
     from langchain_openai import ChatOpenAI
 
     from agent.llm.openai_client import LlamaCppChat
@@ -56,7 +57,7 @@ def _openai_compatible(
         base_url=base_url,
         api_key=api_key,
         model=model,
-        timeout=settings.llm_timeout,
+        timeout=httpx.Timeout(settings.reply_timeout(llama_cpp), connect=settings.llm_connect_timeout),
         max_retries=settings.llm_max_retries,
     )
 

@@ -11,7 +11,6 @@ import atexit
 import importlib.util
 import os
 import queue
-import signal
 import socket
 import subprocess
 import sys
@@ -25,26 +24,11 @@ import httpx
 
 from agent.errors import LLMUnavailableError
 from agent.llm.gguf import ensure_gguf
+from agent.processes import die_with_parent
 from agent.settings import Settings
 
 _lock = threading.Lock()
 _servers: dict[str, LocalServer] = {}
-
-
-def _die_with_parent() -> None:
-    """In the server process: get SIGKILL when our process dies, even by a signal that skips atexit (Linux).
-
-    SIGKILL, not SIGTERM: uvicorn's graceful shutdown waited on background tasks for good once, leaving an orphan.
-
-    The kernel ties this to the *thread* that forked, so servers are started from ``_owner``, a thread that lives as
-    long as the process (LangGraph's worker threads come and go).
-    """
-    try:
-        import ctypes
-
-        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
-    except OSError:
-        pass
 
 
 def _free_port() -> int:
@@ -74,7 +58,7 @@ class LocalServer:
         ]  # fmt: skip  # no --cache: its RAM cache grew past 22 GB and was OOM-killed; llama.cpp still reuses the
         # previous prompt's prefix, which is what fan-outs over shared passages need
         self._log = self.log_path.open("wb")
-        self.process = subprocess.Popen(cmd, stdout=self._log, stderr=subprocess.STDOUT, preexec_fn=_die_with_parent)
+        self.process = subprocess.Popen(cmd, stdout=self._log, stderr=subprocess.STDOUT, preexec_fn=die_with_parent)
         atexit.register(self.stop)
         self._wait_ready(settings.local_startup_timeout)
 

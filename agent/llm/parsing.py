@@ -131,10 +131,19 @@ def strip_label(text: str, labels: tuple[str, ...] = ("final answer", "answer", 
     return re.sub(pattern, "", text, count=1, flags=re.IGNORECASE).strip()
 
 
+def usable_text(text: str, min_words: int) -> bool:
+    """Text a reader could use: ``min_words`` words holding letters or digits, and mostly letters and digits rather
+    than symbols."""
+    words = [token for token in text.split() if any(ch.isalnum() for ch in token)]
+    compact = "".join(text.split())
+    return len(words) >= min_words and sum(ch.isalnum() for ch in compact) >= 0.6 * len(compact)
+
+
 def parse_long_answer(text: str) -> str:
+    """A long-form answer; a reply without usable text (``%%%@@@ garbage ~~~``) is a parse failure, never an answer."""
     answer = strip_label(text)
-    if len(answer.split()) < 2:
-        raise ParseError("the answer is empty")
+    if not usable_text(answer, 2):
+        raise ParseError("the answer has no usable text")
     return answer
 
 
@@ -189,8 +198,8 @@ def parse_self_ask(text: str) -> tuple[bool, str]:
 def parse_short_answer(text: str) -> str:
     """A short factoid answer: the first non-empty line, without an ``Answer:`` label or a final full stop."""
     lines = [strip_label(line) for line in text.strip().splitlines() if strip_label(line)]
-    if not lines:
-        raise ParseError("the answer is empty")
+    if not lines or not any(ch.isalnum() for ch in lines[0]):
+        raise ParseError("the answer is empty or has no letters or digits")
     return _clean(lines[0]).rstrip(".").strip()
 
 

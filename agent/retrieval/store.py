@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import hashlib
 import threading
+import time
 from collections.abc import Iterator
 from functools import lru_cache
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlparse
 
@@ -60,12 +62,29 @@ def _new_client(path: str | None, url: str | None) -> ClientAPI:
     return chromadb.PersistentClient(path=path, settings=chroma_settings)
 
 
+_registrations: dict[str, tuple[float, str | None]] = {}
+
+
 def get_client(settings: Settings | None = None) -> ClientAPI:
+    """The Chroma client for the configured store: ``AMBIGQA_CHROMA_URL``, else the Chroma server a running ``serve``
+    registered for the store's folder (``store_server``), else the embedded store itself."""
     settings = settings or get_settings()
     if settings.chroma_url:
         return _client(None, settings.chroma_url)
     settings.chroma_path.mkdir(parents=True, exist_ok=True)
-    return _client(str(settings.chroma_path), None)
+    url = _registered(settings.chroma_path)
+    return _client(None, url) if url else _client(str(settings.chroma_path), None)
+
+
+def _registered(path: Path, ttl: float = 5.0) -> str | None:
+    from agent.retrieval.store_server import SERVER_FILE, registered_url
+
+    key = str(path)
+    checked, url = _registrations.get(key, (0.0, None))
+    if time.monotonic() - checked > ttl:
+        url = registered_url(path) if (path / SERVER_FILE).exists() else None
+        _registrations[key] = (time.monotonic(), url)
+    return url
 
 
 class Store:

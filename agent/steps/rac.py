@@ -59,15 +59,15 @@ def extract(question: str, passages: list[Passage], options: LLMOptions, shots: 
 def generate(
     question: str, pairs: list[Disambiguation], passages: list[Passage], options: LLMOptions, shots: Shots
 ) -> Reply[str]:
-    """I_g: the long-form answer; falls back to listing the pairs if the model's text stays empty."""
-    fallback = " ".join(f"{p.question} {p.answer}." for p in pairs) or "No answer could be generated."
+    """I_g: the long-form answer. If the model's text stays unusable after the retries, the answer lists the pairs;
+    without pairs that is an ``OutputError`` (an unusable reply is never the answer)."""
+    fallback = {"fallback": " ".join(f"{p.question} {p.answer}." for p in pairs)} if pairs else {}
     variables = {"passages": render_passages(passages), "question": question, "disambiguations": render_pairs(pairs)}
     examples = examples_for("rag_generate", pool_demos(question, shots), _generate_example, shots, **variables)
-    return ask("rag_generate", options, parse=parse_long_answer, fallback=fallback, examples=examples, **variables)
+    return ask("rag_generate", options, parse=parse_long_answer, examples=examples, **fallback, **variables)
 
 
 def closed_book(question: str, options: LLMOptions, shots: Shots) -> Reply[str]:
-    """I_l: answer from parametric knowledge alone."""
+    """I_l: answer from parametric knowledge alone; an unusable reply after the retries is an ``OutputError``."""
     examples = examples_for("closed_book", pool_demos(question, shots), _closed_book_example, shots, question=question)
-    fallback = "No answer could be generated."
-    return ask("closed_book", options, parse=parse_long_answer, fallback=fallback, examples=examples, question=question)
+    return ask("closed_book", options, parse=parse_long_answer, examples=examples, question=question)

@@ -4,6 +4,7 @@ per command."""
 from __future__ import annotations
 
 import os
+import signal
 import sys
 from pathlib import Path
 from typing import Any
@@ -22,8 +23,15 @@ os.environ.setdefault("ANONYMIZED_TELEMETRY", "False")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 
+def _printable(text: str) -> str:
+    """Text safe to echo on a terminal (``agent.text.printable``, imported when first needed)."""
+    from agent.text import printable
+
+    return printable(text)
+
+
 def _fail(message: str, code: int = 1) -> None:
-    err.print(f"[bold red]error:[/] {escape(message)}", highlight=False, soft_wrap=True)
+    err.print(f"[bold red]error:[/] {escape(_printable(message))}", highlight=False, soft_wrap=True)
     raise typer.Exit(code)
 
 
@@ -119,7 +127,7 @@ def ask(
             err.print(f"  [green]✓[/] [bold]{node}[/] [dim]{seconds:6.2f}s[/]  {_describe(update)}", highlight=False)
 
     if not quiet:
-        err.print(f"[bold]{method}[/] · {question}", highlight=False)
+        err.print(f"[bold]{method}[/] · {escape(_printable(question))}", highlight=False)
     try:
         result = run(question, method=method, llm=llm, collection=collection, on_node=progress, **options)
     except AgentError as exc:
@@ -130,12 +138,13 @@ def ask(
         print(result.model_dump_json(indent=2))
         return
     out.print()
-    out.print(escape(result.answer), highlight=False)
+    out.print(escape(_printable(result.answer)), highlight=False)
     if result.disambiguations:
         out.print()
         for i, d in enumerate(result.disambiguations, 1):
             cite = f" [dim]{escape('[' + ', '.join(d.passage_ids) + ']')}[/]" if d.passage_ids else ""
-            out.print(f"  {i}. {escape(d.question)} → [bold]{escape(d.answer)}[/]{cite}", highlight=False)
+            text = f"  {i}. {escape(_printable(d.question))} → [bold]{escape(_printable(d.answer))}[/]{cite}"
+            out.print(text, highlight=False)
     if result.extra.get("tree"):
         _print_tree(result.extra["tree"])
     total = result.usage.total
@@ -238,20 +247,23 @@ def ingest(
     corpus: Path = typer.Argument(..., help="JSONL file, one {id, title, text} passage per line"),
     collection: str = typer.Option(..., "--collection", "-c", help="collection to create or extend"),
     batch_size: int = typer.Option(128, "--batch-size", min=1, max=4096),
+    prune: bool = typer.Option(False, "--prune", help="remove stored passages whose id is no longer in the file"),
 ) -> None:
-    """Embed and store a corpus; passages already stored (same content) are skipped."""
+    """Sync a corpus into a collection: new passages are embedded and stored, unchanged ones skipped, an edited one
+    (same id, new text) replaces its old version; --prune removes the ones that left the file."""
     from agent.errors import AgentError
     from agent.retrieval.ingest import ingest as run_ingest
 
     try:
-        report = run_ingest(corpus, collection, batch_size=batch_size, progress=True)
+        report = run_ingest(corpus, collection, batch_size=batch_size, progress=True, prune=prune)
     except AgentError as exc:
         _fail(str(exc))
     except KeyboardInterrupt:
         _fail("interrupted; passages stored so far are kept and a re-run continues from there", 130)
     rate = f", {report.passages_per_s:.1f} passages/s" if report.added else ""
     out.print(
-        f"{report.collection}: {report.added} added, {report.skipped} already stored, "
+        f"{report.collection}: {report.added} added ({report.updated} new versions), {report.removed} removed, "
+        f"{report.skipped} already stored, "
         f"{report.records} records in {report.seconds:.1f}s{rate}",
         highlight=False,
     )
@@ -383,8 +395,23 @@ def serve(
     max_concurrent: int = typer.Option(4, "--max-concurrent", min=1, help="graph runs at once; more wait, then 503"),
     queue_timeout: float = typer.Option(30.0, "--queue-timeout", min=0, help="seconds a request waits for a slot"),
     max_body_bytes: int = typer.Option(64_000, "--max-body-bytes", min=256),
+    body_timeout: float = typer.Option(10.0, "--body-timeout", min=0.1, help="seconds a client has to send its body"),
+    request_timeout: float = typer.Option(
+        600.0, "--request-timeout", min=1, help="deadline of one request's graph runs (then 504)"
+    ),
+    collections: str | None = typer.Option(
+        None, "--collections", help="comma-separated collections a request may name (default: the one served)"
+    ),
+    options: str | None = typer.Option(
+        None, "--options", help="comma-separated options a request may set (default: every method option but llm)"
+    ),
+    store_sharing: bool = typer.Option(
+        True,
+        "--store-server/--no-store-server",
+        help="run the embedded store as a loopback Chroma server that ingest and other processes share",
+    ),
 ) -> None:
-    """Serve every graph over HTTP with LangServe (/METHOD/invoke, /batch, /stream, schemas) and /health."""
+    """Serve every graph over HTTP with LangServe (/METHOD/invoke, /batch, /stream, schemas), /health and /login."""
     import uvicorn
 
     if llm:
@@ -395,14 +422,40 @@ def serve(
     from agent.surfaces.server import create_app
 
     get_settings.cache_clear()
-    app_ = create_app(
-        api_key=api_key, max_concurrent=max_concurrent, queue_timeout=queue_timeout, max_body_bytes=max_body_bytes
-    )
-    from agent.registry import METHODS
+    store_server = None
+    if not get_settings().chroma_url and store_sharing:  # one Chroma process for this server and any ingest beside it
+        from agent.errors import AgentError
+        from agent.retrieval.store_server import StoreServer, registered_url
 
-    routes = ", ".join(f"/{m}" for m in METHODS)
-    err.print(f"serving {routes} and /health on http://{host}:{port} (llm: {get_settings().llm})", highlight=False)
-    uvicorn.run(app_, host=host, port=port, log_level="warning")
+        shared = registered_url(get_settings().chroma_path)  # another server's: share it
+        if not shared:
+            store_server = StoreServer(get_settings().chroma_path)
+            try:
+                shared = store_server.start()
+            except AgentError as exc:
+                _fail(str(exc))
+        os.environ["AMBIGQA_CHROMA_URL"] = shared
+        get_settings.cache_clear()
+    try:
+        served = tuple(c.strip() for c in (collections or "").split(",") if c.strip())
+        if served and collection and collection not in served:
+            served = (collection, *served)
+        app_ = create_app(
+            api_key=api_key, max_concurrent=max_concurrent, queue_timeout=queue_timeout, max_body_bytes=max_body_bytes,
+            body_timeout=body_timeout, request_timeout=request_timeout,
+            collections=served or None,
+            options=frozenset(o.strip() for o in options.split(",") if o.strip()) if options else None,
+        )  # fmt: skip
+        from agent.registry import METHODS
+
+        routes = ", ".join(f"/{m}" for m in METHODS)
+        err.print(f"serving {routes} and /health on http://{host}:{port} (llm: {get_settings().llm})", highlight=False)
+        # uvicorn re-raises SIGTERM after its graceful shutdown: make that an exit, so the store server stops too
+        signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
+        uvicorn.run(app_, host=host, port=port, log_level="warning")
+    finally:
+        if store_server:
+            store_server.stop()
 
 
 @app.command()

@@ -1,14 +1,12 @@
-"""The LangServe app: a route per graph (invoke, batch, stream, schemas), /health, API key, size and concurrency limits.
+"""The LangServe app: a route per graph (invoke, batch, stream, schemas), /health and /login, behind ``guard.Guard``.
 
-Limits live in pure ASGI middleware so they cover streaming responses too: a request over ``max_body_bytes``
-gets 413, one without the configured ``X-API-Key`` gets 401, and when ``max_concurrent`` graph runs are busy a
-request waits up to ``queue_timeout`` seconds, then gets 503 — the process never falls over.
+The operator fixes the LLM (settings) and the collections a request may name (``collections``); per-request options
+are the methods' context fields the policy allows, never the LLM. The guard checks key, body and options before a
+request may take a graph slot (see ``agent/surfaces/guard.py``); errors from a run map to 4xx/5xx with one line.
 """
 
 from __future__ import annotations
 
-import asyncio
-import json
 from collections.abc import AsyncIterator, Iterator
 from typing import Annotated, Any
 
@@ -16,11 +14,11 @@ from langchain_core.runnables import ConfigurableFieldSpec, Runnable, RunnableCo
 from pydantic import BaseModel, Field, StringConstraints
 
 from agent.context import make_context
+from agent.errors import AgentError, CollectionError, ConfigError, InvalidQuestionError, LLMError, LLMUnavailableError
 from agent.registry import METHODS, load_graph
 from agent.runner import namespace_names, output_of
 from agent.settings import get_settings
-
-API_KEY_HEADER = "x-api-key"
+from agent.surfaces.guard import NEVER_FROM_A_REQUEST, Guard, Policy
 
 
 def question_type(max_chars: int) -> type[BaseModel]:
@@ -36,10 +34,12 @@ class GraphRunnable(Runnable):
     """A compiled graph for LangServe: invoke returns its output schema; stream yields node updates as they happen
     (``{node, namespace, update}``), then that output."""
 
-    def __init__(self, graph: Any, input_type: type[BaseModel]):
+    def __init__(self, graph: Any, input_type: type[BaseModel], settable: list[str], collection: str):
         self.graph = graph
         self.name = graph.get_name()
         self._input_type = input_type
+        self._settable = settable
+        self._collection = collection
 
     @property
     def InputType(self) -> type[BaseModel]:  # noqa: N802 (LangChain's name)
@@ -57,16 +57,21 @@ class GraphRunnable(Runnable):
 
     @property
     def config_specs(self) -> list[ConfigurableFieldSpec]:
-        """The graph's context fields, settable per request as ``config.configurable``."""
+        """The context fields the operator lets a request set as ``config.configurable`` (never the LLM)."""
+        fields = self.graph.context_schema.model_fields
         return [
             ConfigurableFieldSpec(
-                id=name, annotation=field.annotation, default=field.default, description=field.description
+                id=name, annotation=fields[name].annotation, default=fields[name].default,
+                description=fields[name].description,
             )
-            for name, field in self.graph.context_schema.model_fields.items()
-        ]
+            for name in self._settable
+        ]  # fmt: skip
 
     def _context(self, config: RunnableConfig | None) -> Any:
-        return make_context(self.graph.context_schema, (config or {}).get("configurable", {}))
+        configurable = (config or {}).get("configurable", {})
+        values = {k: v for k, v in configurable.items() if k in self._settable and k not in NEVER_FROM_A_REQUEST}
+        values["collection"] = values.get("collection") or self._collection
+        return make_context(self.graph.context_schema, values, strict=True, owner=self.name)
 
     def invoke(self, input: dict, config: RunnableConfig | None = None, **kwargs: Any) -> dict:
         return self.graph.invoke(input, config, context=self._context(config))
@@ -105,44 +110,10 @@ def _events(namespace: tuple[str, ...], chunk: dict) -> Iterator[dict]:
         yield {"node": node, "namespace": namespace_names(namespace), "update": update}
 
 
-class Limits:
-    """ASGI middleware: API key, request size and a bounded number of concurrent graph runs."""
-
-    def __init__(
-        self, app: Any, *, api_key: str | None, max_body_bytes: int, max_concurrent: int, queue_timeout: float
-    ):
-        self.app = app
-        self.api_key = api_key
-        self.max_body_bytes = max_body_bytes
-        self.queue_timeout = queue_timeout
-        self.slots = asyncio.Semaphore(max_concurrent)
-
-    async def __call__(self, scope: dict, receive: Any, send: Any) -> None:
-        if scope["type"] != "http" or scope["path"] in ("/health", "/docs", "/openapi.json"):
-            return await self.app(scope, receive, send)
-        headers = {k.decode().lower(): v.decode() for k, v in scope.get("headers", [])}
-        if self.api_key and headers.get(API_KEY_HEADER) != self.api_key:
-            return await _reply(send, 401, "missing or wrong X-API-Key header")
-        if int(headers.get("content-length") or 0) > self.max_body_bytes:
-            return await _reply(send, 413, f"request body over {self.max_body_bytes} bytes")
-        if scope["method"] != "POST":  # schemas and playground pages run no graph
-            return await self.app(scope, receive, send)
-        try:
-            await asyncio.wait_for(self.slots.acquire(), timeout=self.queue_timeout)
-        except TimeoutError:
-            return await _reply(send, 503, "all graph slots are busy; retry later", {"retry-after": "5"})
-        try:
-            await self.app(scope, receive, send)
-        finally:
-            self.slots.release()
-
-
-async def _reply(send: Any, status: int, detail: str, extra: dict[str, str] | None = None) -> None:
-    body = json.dumps({"detail": detail}).encode()
-    headers = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]
-    headers += [(k.encode(), v.encode()) for k, v in (extra or {}).items()]
-    await send({"type": "http.response.start", "status": status, "headers": headers})
-    await send({"type": "http.response.body", "body": body})
+STATUS = [  # most specific first
+    (InvalidQuestionError, 422), (ConfigError, 422), (CollectionError, 404), (LLMUnavailableError, 503),
+    (LLMError, 502), (AgentError, 500),
+]  # fmt: skip
 
 
 def create_app(
@@ -151,27 +122,37 @@ def create_app(
     max_concurrent: int = 4,
     queue_timeout: float = 30.0,
     max_body_bytes: int = 64_000,
+    body_timeout: float = 10.0,
+    request_timeout: float = 600.0,
+    collections: tuple[str, ...] | None = None,
+    options: frozenset[str] | None = None,
     methods: tuple[str, ...] = METHODS,
 ) -> Any:
-    """Build the FastAPI app; the LLM and collection come from settings (``AMBIGQA_LLM``, ``AMBIGQA_COLLECTION``)."""
-    from fastapi import FastAPI
+    """Build the FastAPI app; the LLM comes from settings (``AMBIGQA_LLM``), ``collections`` default to the one the
+    settings name (``AMBIGQA_COLLECTION``), ``options`` to every context field but the LLM."""
+    from fastapi import FastAPI, Request
+    from fastapi.responses import JSONResponse
     from langserve import add_routes
 
     settings = get_settings()
+    collections = collections or (settings.collection,)
+    policy = Policy(
+        api_key=api_key, collections=collections, options=options, max_body_bytes=max_body_bytes,
+        body_timeout=body_timeout, max_concurrent=max_concurrent, queue_timeout=queue_timeout,
+        request_timeout=request_timeout, max_question_chars=settings.max_question_chars,
+    )  # fmt: skip
     app = FastAPI(title="ambigqa", description="LangGraph agents for ambiguous questions", version="0.1.0")
     ask = question_type(settings.max_question_chars)
     for method in methods:
-        add_routes(app, GraphRunnable(load_graph(method), ask), path=f"/{method}", config_keys=("configurable",))
+        runnable = GraphRunnable(load_graph(method), ask, policy.settable(method), collections[0])
+        add_routes(app, runnable, path=f"/{method}", config_keys=("configurable",))
 
-    @app.get("/health")
+    @app.exception_handler(AgentError)
+    async def agent_error(_: Request, exc: AgentError) -> JSONResponse:
+        status = next(code for kind, code in STATUS if isinstance(exc, kind))
+        return JSONResponse({"detail": str(exc).splitlines()[0]}, status_code=status)
+
     def health() -> dict[str, Any]:
-        return {"status": "ok", "methods": list(methods), "llm": settings.llm, "collection": settings.collection}
+        return {"status": "ok", "methods": list(methods), "llm": settings.llm, "collections": list(collections)}
 
-    app.add_middleware(
-        Limits,
-        api_key=api_key,
-        max_body_bytes=max_body_bytes,
-        max_concurrent=max_concurrent,
-        queue_timeout=queue_timeout,
-    )
-    return app
+    return Guard(app, policy=policy, health=health)
