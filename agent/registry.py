@@ -22,6 +22,20 @@ DESCRIPTIONS = {
     "router": "Answer a question, routing clear ones to simple RAG and ambiguous ones to a disambiguation method.",
 }
 METHODS = tuple(DESCRIPTIONS)
+COSTS = {  # what a call costs (README, measured on ASQA dev with the local model): helps a person or a model choose
+    "closed_book": "1 LLM call, no retrieval; fastest, knows only what the model knows",
+    "rag": "2 LLM calls over 5 retrieved passages",
+    "diva": "about 6 LLM calls; best when the question clearly has several readings",
+    "toc": "about 5 LLM calls exploring a tree of readings",
+    "verdict": "about 22 LLM calls, one per retrieved passage; most thorough, slowest",
+    "sunar": "a few calls per hop; for multi-hop questions, not ambiguity",
+    "router": "1 call to judge ambiguity, then rag or a disambiguation method",
+}
+
+
+def describe(method: str) -> str:
+    """What ``method`` is good for and what it costs: the tool, MCP and Studio description."""
+    return f"{DESCRIPTIONS[method]} Cost: {COSTS[method]}."
 
 
 def method_module(method: str) -> ModuleType:
@@ -34,3 +48,23 @@ def method_module(method: str) -> ModuleType:
 def load_graph(method: str) -> Any:
     """The compiled graph of ``method``."""
     return method_module(method).graph
+
+
+def checkpoint_types() -> list[tuple[str, str]]:
+    """(module, class) of every pydantic model a method's checkpointed state may hold: what a checkpoint serializer
+    should accept without warning (``agent.schemas`` and each method module)."""
+    import inspect
+
+    from pydantic import BaseModel
+
+    import agent.schemas
+
+    modules = [agent.schemas, *(method_module(m) for m in METHODS)]
+    return sorted(
+        {
+            (cls.__module__, cls.__name__)
+            for module in modules
+            for _, cls in inspect.getmembers(module, inspect.isclass)
+            if issubclass(cls, BaseModel) and cls.__module__ in (m.__name__ for m in modules)
+        }
+    )

@@ -57,6 +57,49 @@ def output_of(graph: Any, state: dict[str, Any]) -> dict[str, Any]:
     return {k: state[k] for k in graph.output_channels if k in state}
 
 
+class _Run:
+    """One run's bookkeeping, shared by ``run`` and ``arun``: progress callbacks as chunks arrive, then the result."""
+
+    def __init__(self, question: str, method: str, graph: Any, on_node: NodeCallback | None):
+        self.question, self.method, self.graph, self.on_node = question, method, graph, on_node
+        self.start = self.last = time.perf_counter()
+        self.state: dict[str, Any] = {}
+
+    def feed(self, namespace: tuple[str, ...], mode: str, chunk: Any) -> None:
+        if mode == "values":
+            if not namespace:
+                self.state = chunk
+            return
+        for node, update in chunk.items():
+            if not isinstance(update, dict):
+                continue
+            now = time.perf_counter()
+            if self.on_node:
+                self.on_node(node_path(namespace, node), update, now - self.last)
+            self.last = now
+
+    def result(self) -> RunResult:
+        output = output_of(self.graph, self.state)
+        return RunResult(
+            question=self.question,
+            method=self.method,
+            answer=output.get("answer", ""),
+            disambiguations=output.get("disambiguations", []),
+            passages=output.get("passages", []),
+            retrieved=output.get("retrieved"),
+            usage=merge_usage(None, output.get("usage")),
+            seconds=round(time.perf_counter() - self.start, 3),
+            extra={k: v for k, v in output.items() if k not in CONTRACT},
+        )
+
+
+def _context(graph: Any, method: str, name: str | None, collection: str | None, options: dict[str, Any]) -> Any:
+    values = {"llm": name or "", "collection": collection or "", **options}
+    context = make_context(graph.context_schema, values, strict=True, owner=method)
+    prewarm(context.llm or None)
+    return context
+
+
 def run(
     question: str,
     method: str = "rag",
@@ -64,44 +107,53 @@ def run(
     collection: str | None = None,
     *,
     on_node: NodeCallback | None = None,
+    callbacks: Any = None,
     **options: Any,
 ) -> RunResult:
-    """Answer ``question`` with ``method``; ``options`` override the method's context fields (e.g. ``top_k=10``).
+    """Answer ``question`` with ``method``; ``options`` override the method's context fields (e.g. ``top_k=10``); an
+    option the method does not have is a ``ConfigError`` listing the ones it has.
 
     The result holds exactly the graph's output schema: the shared contract, and the method's own fields in ``extra``.
-    ``on_node(node, update, seconds)`` is called as each node finishes (live progress, subgraph nodes included).
+    ``on_node(node, update, seconds)`` is called as each node finishes (live progress, subgraph nodes included);
+    ``callbacks`` (a caller's LangChain callbacks, e.g. a tool's) make the run nest under the caller's trace.
     """
     question = validate_question(question)
     graph = load_graph(method)
     with model_name(llm) as name:
-        context = make_context(graph.context_schema, {"llm": name or "", "collection": collection or "", **options})
-        prewarm(context.llm or None)
-        start = last = time.perf_counter()
-        state: dict[str, Any] = {}
-        for namespace, mode, chunk in _stream(graph, {"question": question}, context):
-            if mode == "values":
-                if not namespace:
-                    state = chunk
-                continue
-            for node, update in chunk.items():
-                if not isinstance(update, dict):
-                    continue
-                now = time.perf_counter()
-                if on_node:
-                    on_node(node_path(namespace, node), update, now - last)
-                last = now
-    output = output_of(graph, state)
-    return RunResult(
-        question=question,
-        method=method,
-        answer=output.get("answer", ""),
-        disambiguations=output.get("disambiguations", []),
-        passages=output.get("passages", []),
-        retrieved=output.get("retrieved"),
-        usage=merge_usage(None, output.get("usage")),
-        seconds=round(time.perf_counter() - start, 3),
-        extra={k: v for k, v in output.items() if k not in CONTRACT},
-    )
+        context = _context(graph, method, name, collection, options)
+        record = _Run(question, method, graph, on_node)
+        for namespace, mode, chunk in _stream(graph, {"question": question}, context, callbacks):
+            record.feed(namespace, mode, chunk)
+    return record.result()
+
+
+async def arun(
+    question: str,
+    method: str = "rag",
+    llm: str | BaseChatModel | None = None,
+    collection: str | None = None,
+    *,
+    on_node: NodeCallback | None = None,
+    callbacks: Any = None,
+    **options: Any,
+) -> RunResult:
+    """``run`` for an event loop: concurrent questions with ``asyncio.gather`` leave the loop free while they run.
+
+    The graph streams asynchronously; its nodes call the LLM synchronously on LangGraph's worker threads (the
+    concurrency within a method, e.g. DIVA's verification fan-out, is unchanged).
+    """
+    question = validate_question(question)
+    graph = load_graph(method)
+    with model_name(llm) as name:
+        context = _context(graph, method, name, collection, options)
+        record = _Run(question, method, graph, on_node)
+        config = {"callbacks": callbacks} if callbacks else None
+        modes = ["updates", "values"]
+        async for namespace, mode, chunk in graph.astream(
+            {"question": question}, config, context=context, stream_mode=modes, subgraphs=True
+        ):
+            record.feed(namespace, mode, chunk)
+    return record.result()
 
 
 def search(question: str, k: int = 5, collection: str | None = None, **options: Any) -> list[Passage]:
@@ -114,12 +166,15 @@ def search(question: str, k: int = 5, collection: str | None = None, **options: 
     return pipeline_search(context.store(), question, k, context.retrieval())
 
 
-def _stream(graph: Any, inputs: dict, context: Any) -> Iterator[tuple[tuple[str, ...], str, Any]]:
+def _stream(
+    graph: Any, inputs: dict, context: Any, callbacks: Any = None
+) -> Iterator[tuple[tuple[str, ...], str, Any]]:
     """(namespace, mode, chunk): node updates as they finish, and the output values.
 
     The run gets a fresh context: called from inside another graph (a tool in an agent), LangGraph would otherwise
     take it for a subgraph of that run and send its updates to the parent's stream instead of ours.
     """
     fresh = contextvars.Context()
-    chunks = graph.stream(inputs, context=context, stream_mode=["updates", "values"], subgraphs=True)
+    config = {"callbacks": callbacks} if callbacks else None
+    chunks = graph.stream(inputs, config, context=context, stream_mode=["updates", "values"], subgraphs=True)
     yield from iter(lambda: fresh.run(next, chunks, None), None)

@@ -3,7 +3,7 @@
 import pytest
 
 import agent
-from agent.errors import CollectionError, InvalidQuestionError, UnknownMethodError
+from agent.errors import CollectionError, ConfigError, InvalidQuestionError, UnknownMethodError
 
 QUESTION = "When did the Harry Potter film come out?"
 EXTRACT = "DQ 1: When was the world premiere of the film?\nDA 1: 4 November 2001\nDQ 2: When was it released in US cinemas?\nDA 2: 16 November 2001"
@@ -85,3 +85,36 @@ def test_graphs_export_the_shared_contract():
             "retrieved",
             "usage",
         }
+
+
+def test_arun_answers_concurrent_questions_on_one_event_loop(collection, scripted):
+    import asyncio
+
+    name, model = scripted({"rag_extract": "DQ 1: When?\nDA 1: 2001", "rag_generate": GENERATE}, latency=0.2)
+    nodes = []
+
+    async def main():
+        ticks = 0
+
+        async def ticker():  # the loop stays free while the questions run
+            nonlocal ticks
+            while True:
+                await asyncio.sleep(0.05)
+                ticks += 1
+
+        clock = asyncio.create_task(ticker())
+        runs = [
+            agent.arun(QUESTION, llm=name, collection=collection, on_node=lambda n, u, s: nodes.append(n))
+            for _ in range(3)
+        ]
+        results = await asyncio.gather(*runs)
+        clock.cancel()
+        return results, ticks
+
+    results, ticks = asyncio.run(main())
+    assert [r.answer for r in results] == [results[0].answer] * 3 and results[0].usage.total.calls == 2
+    assert ticks >= 4 and nodes.count("rag_generate") == 3
+    calls = sorted(model.calls, key=lambda c: c.started)
+    assert any(b.started < a.ended for a, b in zip(calls, calls[1:]))  # the questions overlapped
+    with pytest.raises(ConfigError, match="rag has no option bogus"):
+        asyncio.run(agent.arun(QUESTION, llm=name, collection=collection, bogus=1))

@@ -64,6 +64,9 @@ def test_demo_question_end_to_end_as_json_with_progress(tmp_path):
     assert result["method"] == "rag" and result["answer"]
     assert len(result["passages"]) == 5 and result["usage"]["total"]["calls"] == 2
     assert "retrieve" in proc.stderr and "rag_generate" in proc.stderr  # live per-node progress
+    assert "first use: embedding the demo corpus" in proc.stderr and "289/289" in proc.stderr  # not silent
+    again = cli("ask", "Who?", "--llm", "fake", home=tmp_path)
+    assert again.returncode == 0 and "first use" not in again.stderr  # once
 
 
 @pytest.mark.parametrize("args", [["--help"], ["ask", "--help"], ["ingest", "--help"]])
@@ -82,6 +85,31 @@ def test_ask_clarify_lets_a_person_pick_an_interpretation(home, collection):
     assert "The question can mean:" in proc.stdout and "  1. " in proc.stdout
     assert "answer_chosen" in proc.stderr  # resumed on the same thread after the choice
     assert (home / "checkpoints.sqlite").is_file()
+    assert "thread clarify-" in proc.stderr and "Deserializing unregistered type" not in proc.stderr
+
+
+def test_a_clarify_thread_reports_its_choice_as_json_and_resumes_later(home, collection):
+    question = "When did the Harry Potter film come out?"
+    first = cli("ask", question, "--clarify", "--json", "--llm", "fake", "-c", collection, home=home)
+    assert first.returncode == 0, first.stderr
+    waiting = json.loads(first.stdout)
+    assert waiting["status"] == "needs_choice" and waiting["interpretations"] and waiting["question"] == question
+    done = cli("ask", "--resume", waiting["thread_id"], "--pick", "1", "--json", home=home)
+    assert done.returncode == 0, done.stderr
+    answered = json.loads(done.stdout)
+    assert (
+        answered["status"] == "answered" and answered["answer"] and answered["chosen"] == waiting["interpretations"][:1]
+    )
+    assert "Deserializing unregistered type" not in first.stderr + done.stderr
+    again = cli("ask", "--resume", waiting["thread_id"], "--pick", "1", home=home)
+    assert_one_line_error(again, "no clarify thread")  # a finished thread cannot be resumed twice
+
+
+def test_ask_sets_any_option_and_rejects_unknown_ones_with_the_valid_list(home, collection):
+    ok = cli("ask", "Who?", "--set", "top_k=2", "--llm", "fake", "-c", collection, "--json", home=home)
+    assert ok.returncode == 0 and len(json.loads(ok.stdout)["passages"]) == 2
+    bad = cli("ask", "Who?", "--set", "bogus=1", "--llm", "fake", "-c", collection, home=home)
+    assert_one_line_error(bad, "rag has no option bogus; its options: llm, collection")
 
 
 def test_eval_with_a_bad_setting_is_one_line_error(home, tmp_path):

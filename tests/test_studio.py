@@ -16,8 +16,12 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 def test_langgraph_json_lists_every_method():
+    from agent.registry import describe
+
     config = json.loads((ROOT / "langgraph.json").read_text())
     assert set(config["graphs"]) == set(METHODS)
+    for method, entry in config["graphs"].items():  # Studio shows each assistant's description
+        assert entry == {"path": f"./graphs/{method}.py:graph", "description": describe(method)}
 
 
 @pytest.fixture(scope="module")
@@ -66,3 +70,11 @@ def test_studio_server_runs_each_graph(studio, method):
     assert set(output) <= set(load_graph(method).get_output_jsonschema()["properties"])  # the declared output, no more
     if method == "toc":
         assert output["tree"] and output["stop_reason"]
+
+
+def test_studio_assistants_carry_their_descriptions(studio):
+    from agent.registry import describe
+
+    r = httpx.post(f"{studio}/assistants/search", json={"graph_id": "diva", "limit": 5}, timeout=60)
+    assert r.status_code == 200, r.text
+    assert describe("diva") in [a.get("description") for a in r.json()]

@@ -230,7 +230,7 @@ def test_toc_is_registered_and_exports_the_shared_contract_and_its_tree():
 
     assert "toc" in METHODS
     langgraph = json.loads((Path(__file__).resolve().parents[1] / "langgraph.json").read_text())
-    assert langgraph["graphs"]["toc"] == "./graphs/toc.py:graph"
+    assert langgraph["graphs"]["toc"]["path"] == "./graphs/toc.py:graph"
     assert graph.get_input_jsonschema()["required"] == ["question"]
     assert set(graph.get_output_jsonschema()["properties"]) == {
         "answer", "disambiguations", "passages", "retrieved", "usage", "tree", "stop_reason", "expansions",

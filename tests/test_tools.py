@@ -19,6 +19,8 @@ def test_tool_schema_and_name():
             "description": "the question to answer, as the user asked it",
             "title": "Question",
             "type": "string",
+            "minLength": 1,
+            "maxLength": 2000,
         }
     }
     assert [t.name for t in all_tools()] == [f"ask_{m}" for m in METHODS]
@@ -48,3 +50,55 @@ def test_a_react_agent_calls_the_method_tool_and_gets_answer_and_artifact(collec
     assert tool_messages[0].content == "It premiered on 4 November 2001."
     assert tool_messages[0].artifact["disambiguations"][0]["passage_ids"] == ["hp-premiere"]
     assert state["messages"][-1].content == "The film premiered on 4 November 2001."
+
+
+def _agent_calling(tool, question):
+    return ScriptedChatModel(
+        default=[
+            AIMessage(content="", tool_calls=[{"name": tool.name, "args": {"question": question}, "id": "call-1"}]),
+            AIMessage(content="Sorry, I could not answer that."),
+        ]
+    )
+
+
+def test_a_bad_question_comes_back_to_the_calling_model_as_a_tool_message(collection):
+    tool = as_tool("rag", llm="fake", collection=collection)
+    for question in ("", "   "):
+        react = create_react_agent(_agent_calling(tool, question), [tool])
+        state = react.invoke({"messages": [("user", "?")]})  # the agent loop goes on: no exception
+        message = next(m for m in state["messages"] if isinstance(m, ToolMessage))
+        assert message.status == "error" and "question" in message.content
+        assert state["messages"][-1].content == "Sorry, I could not answer that."
+
+
+def test_the_methods_run_nests_under_the_callers_trace(collection, scripted):
+    from langchain_core.tracers.base import BaseTracer
+
+    class Collect(BaseTracer):
+        def __init__(self):
+            super().__init__()
+            self.runs = []
+
+        def _persist_run(self, run):
+            pass
+
+        def _start_trace(self, run):
+            super()._start_trace(run)
+            self.runs.append(run)
+
+    name, _ = scripted({"rag_extract": "DQ 1: When?\nDA 1: 2001", "rag_generate": "Answer: It came out in 2001."})
+    tool = as_tool("rag", llm=name, collection=collection)
+    tracer = Collect()
+    tool.invoke({"question": QUESTION}, config={"callbacks": [tracer]})
+    tool_run = next(r for r in tracer.runs if r.name == tool.name)
+    graph_runs = [r for r in tracer.runs if r.name == "rag"]
+    assert graph_runs and graph_runs[0].parent_run_id == tool_run.id  # one trace, not a separate root
+
+
+def test_unknown_options_fail_when_the_tool_is_made():
+    import pytest
+
+    from agent.errors import ConfigError
+
+    with pytest.raises(ConfigError, match="rag has no option bogus"):
+        as_tool("rag", bogus=1)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 import threading
 from importlib.resources import as_file
 from typing import TYPE_CHECKING
@@ -51,5 +52,10 @@ def ensure_demo(client: ClientAPI, settings: Settings) -> None:
             demo = client.get_collection(DEMO_COLLECTION, embedding_function=MiniLMEmbeddingFunction())
             if demo.count() > 0:
                 return
+        print(
+            f"first use: embedding the demo corpus into collection '{DEMO_COLLECTION}' (once, about a minute on 2 "
+            "cores)",
+            file=sys.stderr,
+        )
         with as_file(data_file("demo", "corpus.jsonl")) as corpus:
-            ingest(corpus, DEMO_COLLECTION, settings=settings, progress=False)
+            ingest(corpus, DEMO_COLLECTION, settings=settings, progress=True)

@@ -3,6 +3,7 @@ per command."""
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import sys
@@ -12,6 +13,8 @@ from typing import Any
 import typer
 from rich.console import Console
 from rich.markup import escape
+
+from agent.registry import METHODS
 
 app = typer.Typer(
     add_completion=False, no_args_is_help=True, help="Answer ambiguous questions with retrieval-augmented LLM agents."
@@ -94,31 +97,46 @@ def _print_tree(tree: list[Any]) -> None:
 
 @app.command()
 def ask(
-    question: str = typer.Argument(..., help="The (possibly ambiguous) question."),
+    question: str | None = typer.Argument(None, help="The (possibly ambiguous) question."),
     method: str = typer.Option(
         "rag", "--method", "-m", help="closed_book | rag | diva | toc | verdict | sunar | router"
     ),
     llm: str | None = typer.Option(None, "--llm", help="local (default) | openai | fake"),
     collection: str | None = typer.Option(None, "--collection", "-c", help="Chroma collection (default: demo)"),
     top_k: int | None = typer.Option(None, "--top-k", help="passages to retrieve, where the method retrieves"),
+    settings: list[str] = typer.Option(
+        [], "--set", help="FIELD=VALUE, one of the method's options; repeatable (e.g. --set temperature=0)"
+    ),
     as_json: bool = typer.Option(False, "--json", help="print the whole result as JSON on stdout"),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="no live progress"),
     clarify: bool = typer.Option(
-        False, "--clarify", help="router: show the interpretations and let you pick (resumable)"
+        False, "--clarify", help="router: stop at the interpretations and let you pick; prints a resumable thread id"
     ),
+    resume: str | None = typer.Option(None, "--resume", help="continue a --clarify thread (QUESTION is not needed)"),
+    pick: str | None = typer.Option(None, "--pick", help="with --clarify/--resume: the readings to answer, e.g. 1,3"),
 ) -> None:
     """Answer QUESTION, showing each graph node as it finishes."""
     from agent.errors import AgentError
     from agent.runner import run
 
-    if clarify:
+    if clarify or resume:
         try:
-            _ask_clarify(question, llm, collection, quiet)
+            _ask_clarify(question, llm, collection, quiet, as_json, resume, pick)
         except AgentError as exc:
             _fail(str(exc))
         return
+    if question is None:
+        _fail("give a QUESTION (or --resume THREAD)")
 
     options: dict[str, Any] = {}
+    for text in settings:
+        field, sep, raw = text.partition("=")
+        if not sep or not field.strip():
+            _fail(f"--set '{text}' is not FIELD=VALUE (e.g. --set top_k=3)")
+        try:
+            options[field.strip()] = json.loads(raw)
+        except json.JSONDecodeError:
+            options[field.strip()] = raw
     if top_k is not None:
         options["top_k"] = top_k
 
@@ -155,27 +173,49 @@ def ask(
     )
 
 
-def _ask_clarify(question: str, llm: str | None, collection: str | None, quiet: bool) -> None:
-    """Run the router in clarify mode on a SQLite-checkpointed thread: interrupt, ask, resume the same thread."""
+def _clarify_graph(connection: Any) -> Any:
+    from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
+    from langgraph.checkpoint.sqlite import SqliteSaver
+
+    from agent.registry import checkpoint_types, method_module
+
+    serde = JsonPlusSerializer(allowed_msgpack_modules=checkpoint_types())
+    return method_module("router").build(SqliteSaver(connection, serde=serde))
+
+
+def _ask_clarify(
+    question: str | None, llm: str | None, collection: str | None, quiet: bool, as_json: bool, resume: str | None,
+    pick: str | None,
+) -> None:  # fmt: skip
+    """The router in clarify mode on a SQLite-checkpointed thread: it stops at the interpretations; pick at the prompt,
+    or (with --json, for a script) later with ``ask --resume THREAD --pick 1,3``."""
     import sqlite3
     import uuid
 
-    from langgraph.checkpoint.sqlite import SqliteSaver
     from langgraph.types import Command
 
+    from agent.errors import ConfigError
     from agent.registry import method_module
     from agent.runner import node_path, validate_question
     from agent.settings import get_settings
 
-    router = method_module("router")
-
-    question = validate_question(question)
     settings = get_settings()
-    settings.home.mkdir(parents=True, exist_ok=True)
+    folder = settings.home / "clarify"
+    folder.mkdir(parents=True, exist_ok=True)
+    if resume:
+        saved = folder / f"{resume}.json"
+        if not resume.replace("-", "").isalnum() or not saved.is_file():
+            raise ConfigError(f"no clarify thread '{resume}' to resume (threads live in {folder})")
+        stored = json.loads(saved.read_text())
+        question, llm, collection = stored["question"], stored["llm"], stored["collection"]
+    else:
+        question = validate_question(question)
+    thread_id = resume or f"clarify-{uuid.uuid4().hex[:12]}"
+    (folder / f"{thread_id}.json").write_text(json.dumps({"question": question, "llm": llm, "collection": collection}))
     connection = sqlite3.connect(settings.home / "checkpoints.sqlite", check_same_thread=False)
-    graph = router.build(SqliteSaver(connection))
-    thread = {"configurable": {"thread_id": f"clarify-{uuid.uuid4().hex[:12]}"}}
-    context = router.RouterContext(llm=llm or "", collection=collection or "", clarify=True)
+    graph = _clarify_graph(connection)
+    thread = {"configurable": {"thread_id": thread_id}}
+    context = method_module("router").RouterContext(llm=llm or "", collection=collection or "", clarify=True)
 
     def stream(payload: Any) -> list[Any]:
         interrupts = []
@@ -189,28 +229,58 @@ def _ask_clarify(question: str, llm: str | None, collection: str | None, quiet: 
                     )
         return interrupts
 
+    def choice(text: str) -> list[int]:
+        return [int(p) for p in text.replace(",", " ").split() if p.isdigit()]
+
     try:
-        interrupts = stream({"question": question})
-        if interrupts:
-            options = interrupts[0].value["interpretations"]
-            out.print("\nThe question can mean:")
-            for i, option in enumerate(options, 1):
-                out.print(f"  {i}. {escape(option)}", highlight=False)
-            try:
-                picked = typer.prompt(
-                    "Answer which? (numbers, comma-separated; Enter for all)", default="", show_default=False
-                )
-            except (typer.Abort, EOFError):
-                picked = ""
-            choice = [int(p) for p in picked.replace(",", " ").split() if p.isdigit()]
-            stream(Command(resume=choice))
+        if resume:
+            pending = graph.get_state(thread).interrupts
+            if not pending:
+                raise ConfigError(f"thread '{resume}' is not waiting for a choice (it has finished)")
+            stream(Command(resume=choice(pick or "")))
+        else:
+            err.print(f"[dim]thread {thread_id}[/]", highlight=False)
+            interrupts = stream({"question": question})
+            if interrupts:
+                options = interrupts[0].value["interpretations"]
+                if pick is not None or as_json:
+                    if pick is None:  # a script or --json: report the choice to make, resume later
+                        waiting = {"thread_id": thread_id, "question": question, "interpretations": options}
+                        if as_json:
+                            print(json.dumps({"status": "needs_choice", **waiting}, indent=2, ensure_ascii=False))
+                        else:
+                            for i, option in enumerate(options, 1):
+                                out.print(f"  {i}. {escape(_printable(option))}", highlight=False)
+                            err.print(f"resume with: ambigqa ask --resume {thread_id} --pick 1,2", highlight=False)
+                        return
+                    stream(Command(resume=choice(pick)))
+                else:
+                    out.print("\nThe question can mean:")
+                    for i, option in enumerate(options, 1):
+                        out.print(f"  {i}. {escape(_printable(option))}", highlight=False)
+                    try:
+                        picked = typer.prompt(
+                            "Answer which? (numbers, comma-separated; Enter for all)", default="", show_default=False
+                        )
+                    except (typer.Abort, EOFError):
+                        picked = ""
+                    stream(Command(resume=choice(picked)))
         values = graph.get_state(thread).values
     finally:
         connection.close()
+    (folder / f"{thread_id}.json").unlink(missing_ok=True)
+    if as_json:
+        output = {k: values[k] for k in ("question", "answer", "disambiguations", "route", "chosen") if k in values}
+        print(json.dumps({"status": "answered", "thread_id": thread_id, **output}, indent=2, default=_plain))
+        return
     out.print()
-    out.print(escape(values.get("answer", "")), highlight=False)
+    out.print(escape(_printable(values.get("answer", ""))), highlight=False)
     for i, d in enumerate(values.get("disambiguations", []), 1):
-        out.print(f"  {i}. {escape(d.question)} → [bold]{escape(d.answer)}[/]", highlight=False)
+        out.print(f"  {i}. {escape(_printable(d.question))} → [bold]{escape(_printable(d.answer))}[/]", highlight=False)
+
+
+def _plain(value: Any) -> Any:
+    return value.model_dump() if hasattr(value, "model_dump") else str(value)
 
 
 @app.command()
@@ -223,7 +293,6 @@ def retrieve(
     as_json: bool = typer.Option(False, "--json", help="print the passages as JSON on stdout"),
 ) -> None:
     """Show the passages the default retrieval pipeline finds for QUESTION (what rag reads), best first."""
-    import json
 
     from agent.errors import AgentError
     from agent.runner import search
@@ -376,8 +445,6 @@ def bench(
     except AgentError as exc:
         _fail(str(exc))
     if out:
-        import json
-
         out.parent.mkdir(parents=True, exist_ok=True)
         out.write_text(json.dumps(results, indent=2))
     print(format_bench(results))
@@ -446,7 +513,6 @@ def serve(
             collections=served or None,
             options=frozenset(o.strip() for o in options.split(",") if o.strip()) if options else None,
         )  # fmt: skip
-        from agent.registry import METHODS
 
         routes = ", ".join(f"/{m}" for m in METHODS)
         err.print(f"serving {routes} and /health on http://{host}:{port} (llm: {get_settings().llm})", highlight=False)
@@ -456,6 +522,34 @@ def serve(
     finally:
         if store_server:
             store_server.stop()
+
+
+@app.command()
+def mcp(
+    llm: str | None = typer.Option(None, "--llm", help="local (default) | openai | fake"),
+    collection: str | None = typer.Option(None, "--collection", "-c", help="the collection every tool reads"),
+    port: int | None = typer.Option(
+        None, "--port", min=1, max=65535, help="serve streamable HTTP on 127.0.0.1:PORT/mcp instead of stdio"
+    ),
+    methods: str = typer.Option(",".join(METHODS), "--methods", help="comma-separated methods to expose"),
+) -> None:
+    """Serve every method as an MCP tool (ask_rag, ask_diva, ...) over stdio, or streamable HTTP on loopback."""
+    from agent.errors import AgentError
+    from agent.registry import load_graph
+    from agent.surfaces.mcp_server import build_server
+
+    try:
+        chosen = tuple(_methods(methods))
+        for method in chosen:
+            load_graph(method)
+        server = build_server(llm, collection, chosen)
+    except AgentError as exc:
+        _fail(str(exc))
+    if port is None:
+        server.run("stdio")
+    else:
+        err.print(f"MCP over streamable HTTP on http://127.0.0.1:{port}/mcp", highlight=False)
+        server.run("streamable-http", host="127.0.0.1", port=port)
 
 
 @app.command()

@@ -1,30 +1,55 @@
-"""Every method as a LangChain tool, so a larger agent can call it: the answer as content, the rest as artifact."""
+"""Every method as a LangChain tool, so a larger agent can call it: the answer as content, the rest as artifact.
+
+A bad question or option comes back to the calling model as the tool's message, saying what to fix (the agent loop
+goes on); the method's run nests under the caller's trace (the tool's callbacks are passed through).
+"""
 
 from __future__ import annotations
 
 from typing import Any
 
+from langchain_core.callbacks import Callbacks
 from langchain_core.language_models import BaseChatModel
-from langchain_core.tools import StructuredTool
+from langchain_core.tools import StructuredTool, ToolException
 from pydantic import BaseModel, Field
 
+from agent.errors import AgentError, InvalidQuestionError
 from agent.registry import DESCRIPTIONS, METHODS, load_graph
+from agent.settings import get_settings
 
 
-class QuestionArgs(BaseModel):
-    question: str = Field(description="the question to answer, as the user asked it")
+def question_args(max_chars: int) -> type[BaseModel]:
+    class QuestionArgs(BaseModel):
+        question: str = Field(
+            min_length=1, max_length=max_chars, description="the question to answer, as the user asked it"
+        )
+
+    return QuestionArgs
+
+
+def _validation_message(error: Exception) -> str:
+    return (
+        f"The question was not accepted ({str(error).splitlines()[-1].strip()}); ask again with a non-empty question."
+    )
 
 
 def as_tool(
     method: str, llm: str | BaseChatModel | None = None, collection: str | None = None, **options: Any
 ) -> StructuredTool:
     """A tool named ``ask_<method>``: content is the long-form answer, artifact the disambiguations and passages."""
+    from agent.context import make_context
     from agent.runner import run
 
-    load_graph(method)  # unknown methods fail here, not inside an agent loop
+    graph = load_graph(method)  # unknown methods and options fail here, not inside an agent loop
+    make_context(graph.context_schema, options, strict=True, owner=method)
 
-    def answer(question: str) -> tuple[str, dict[str, Any]]:
-        result = run(question, method=method, llm=llm, collection=collection, **options)
+    def answer(question: str, callbacks: Callbacks = None) -> tuple[str, dict[str, Any]]:
+        try:
+            result = run(question, method=method, llm=llm, collection=collection, callbacks=callbacks, **options)
+        except InvalidQuestionError as exc:
+            raise ToolException(f"{exc}. Call the tool again with a corrected question.") from None
+        except AgentError as exc:
+            raise ToolException(f"ask_{method} failed: {exc}") from None
         artifact = {
             "disambiguations": [d.model_dump() for d in result.disambiguations],
             "passage_ids": [p.id for p in result.passages],
@@ -36,8 +61,10 @@ def as_tool(
         func=answer,
         name=f"ask_{method}",
         description=DESCRIPTIONS[method],
-        args_schema=QuestionArgs,
+        args_schema=question_args(get_settings().max_question_chars),
         response_format="content_and_artifact",
+        handle_tool_error=True,
+        handle_validation_error=_validation_message,
     )
 
 

@@ -1,0 +1,82 @@
+"""``ambigqa mcp``: every method as an MCP tool (``ask_diva``, ...), over stdio or streamable HTTP on loopback.
+
+The operator fixes the LLM and the collection when starting the server; a tool call gives a ``question`` and, where
+useful, a few of the method's options. A result is the answer as text plus structured content: the interpretations
+with the ids of the passages that ground them, the route or grade where the method has one, and the run's usage.
+"""
+
+from typing import Annotated, Any
+
+from pydantic import Field
+
+from agent.registry import METHODS, describe, load_graph
+from agent.settings import get_settings
+
+STATE_FIELDS = ("route", "grade", "stop_reason", "relaxed_query")  # method-specific fields worth returning
+NEVER_FROM_A_CALL = frozenset({"llm", "collection"})
+
+
+def result_content(result: Any) -> dict[str, Any]:
+    """The structured content of a tool result."""
+    content: dict[str, Any] = {
+        "answer": result.answer,
+        "interpretations": [
+            {"question": d.question, "answer": d.answer, "passage_ids": d.passage_ids} for d in result.disambiguations
+        ],
+        "passages": [{"id": p.id, "title": p.title} for p in result.passages],
+        "usage": result.usage.total.model_dump(),
+    }
+    content |= {k: result.extra[k] for k in STATE_FIELDS if k in result.extra}
+    return content
+
+
+def build_server(llm: str | None = None, collection: str | None = None, methods: tuple[str, ...] = METHODS) -> Any:
+    """An ``MCPServer`` with one tool per method, bound to ``llm`` and ``collection``."""
+    import anyio
+    from mcp.server.mcpserver import MCPServer
+    from mcp_types import CallToolResult, TextContent
+
+    from agent.context import make_context
+    from agent.errors import AgentError
+    from agent.runner import run
+
+    max_chars = get_settings().max_question_chars
+    server = MCPServer(
+        name="ambigqa",
+        instructions="Tools that answer possibly ambiguous questions from a document collection, covering every "
+        "reading. Prefer ask_diva for clearly ambiguous questions, ask_rag for quick answers.",
+    )
+
+    def make_tool(method: str) -> Any:
+        fields = load_graph(method).context_schema.model_fields
+        settable = sorted(set(fields) - NEVER_FROM_A_CALL)
+
+        async def ask(
+            question: Annotated[
+                str, Field(min_length=1, max_length=max_chars, description="the question, as the user asked it")
+            ],
+            options: Annotated[
+                dict[str, Any] | None,
+                Field(description=f"optional method options, e.g. {{'top_k': 5}}; settable: {', '.join(settable)}"),
+            ] = None,
+        ) -> CallToolResult:
+            options = options or {}
+            try:
+                refused = sorted(set(options) & NEVER_FROM_A_CALL)
+                if refused:
+                    raise AgentError(f"{', '.join(refused)} cannot be set per call; settable: {', '.join(settable)}")
+                make_context(load_graph(method).context_schema, options, strict=True, owner=method)
+                result = await anyio.to_thread.run_sync(
+                    lambda: run(question, method=method, llm=llm, collection=collection, **options)
+                )
+            except AgentError as exc:
+                return CallToolResult(content=[TextContent(type="text", text=str(exc))], is_error=True)
+            return CallToolResult(
+                content=[TextContent(type="text", text=result.answer)], structured_content=result_content(result)
+            )
+
+        return ask
+
+    for method in methods:
+        server.add_tool(make_tool(method), name=f"ask_{method}", description=describe(method))
+    return server

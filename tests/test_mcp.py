@@ -1,0 +1,53 @@
+"""`ambigqa mcp` driven by the MCP SDK's own client over stdio: one tool per method, answers as text plus structured
+content, bad calls as tool errors (the server stays up)."""
+
+import os
+import sys
+
+import anyio
+
+QUESTION = "When did the Harry Potter film come out?"
+
+
+def _session(home, collection, calls):
+    from mcp.client import Client
+    from mcp.client.stdio import StdioServerParameters
+
+    params = StdioServerParameters(
+        command=sys.executable,
+        args=["-m", "agent", "mcp", "--llm", "fake", "-c", collection],
+        env={"AMBIGQA_HOME": str(home), "PYTHONPATH": os.getcwd(), "HF_HUB_OFFLINE": "1"},
+        cwd=os.getcwd(),
+    )
+
+    async def main():
+        async with Client(params) as client:
+            return await calls(client)
+
+    return anyio.run(main)
+
+
+def test_an_mcp_client_lists_the_tools_and_gets_answers_with_structured_content(home, collection):
+    from agent.registry import METHODS
+
+    async def calls(client):
+        tools = (await client.list_tools()).tools
+        answer = await client.call_tool("ask_diva", {"question": QUESTION, "options": {"top_k": 3}})
+        empty = await client.call_tool("ask_rag", {"question": ""})
+        llm = await client.call_tool("ask_rag", {"question": QUESTION, "options": {"llm": "local"}})
+        bogus = await client.call_tool("ask_rag", {"question": QUESTION, "options": {"bogus": 1}})
+        after = await client.call_tool("ask_closed_book", {"question": QUESTION})
+        return tools, answer, empty, llm, bogus, after
+
+    tools, answer, empty, llm, bogus, after = _session(home, collection, calls)
+    by_name = {t.name: t for t in tools}
+    assert sorted(by_name) == sorted(f"ask_{m}" for m in METHODS)
+    assert "Cost:" in by_name["ask_diva"].description and "question" in by_name["ask_diva"].input_schema["required"]
+    assert not answer.is_error and answer.content[0].text == answer.structured_content["answer"]
+    content = answer.structured_content
+    assert content["interpretations"] and all("passage_ids" in i for i in content["interpretations"])
+    assert content["route"] in ("rag", "closed_book") and content["grade"] and content["usage"]["calls"] >= 4
+    assert empty.is_error  # min_length: the SDK refuses it before our code runs
+    assert llm.is_error and "cannot be set per call" in llm.content[0].text
+    assert bogus.is_error and "rag has no option bogus" in bogus.content[0].text
+    assert not after.is_error and after.content[0].text  # the server stayed up
