@@ -202,7 +202,7 @@ class Guard:
             except TimeoutError:
                 raise Refusal(503, "all graph slots are busy; retry later", {"retry-after": "5"}) from None
         try:
-            await self._run(scope, body, send)
+            await self._run(scope, receive, body, send)
         finally:
             if runs:
                 await self.slots.give(runs)
@@ -225,15 +225,14 @@ class Guard:
             raise Refusal(400, f"the body is not JSON ({exc.msg} at character {exc.pos})") from None
         return check_payload(method, action, payload, self.policy)
 
-    async def _run(self, scope: dict, body: bytes, send: Any) -> None:
+    async def _run(self, scope: dict, receive: Any, body: bytes, send: Any) -> None:
         sent = {"body": False, "started": False}
 
         async def replay() -> dict:
             if not sent["body"]:
                 sent["body"] = True
                 return {"type": "http.request", "body": body, "more_body": False}
-            await asyncio.Event().wait()  # the body was read; park until the app is done
-            return {"type": "http.disconnect"}
+            return await receive()  # the body was read: what comes next is the client's disconnect
 
         async def tracked_send(message: dict) -> None:
             if message["type"] == "http.response.start":
