@@ -49,13 +49,22 @@ class TrueFalse(BaseModel):
 class NodeUsage(BaseModel):
     calls: int = 0
     input_tokens: int = 0
+    cached_tokens: int = Field(
+        default=0, description="prompt tokens the endpoint served from its prefix cache, where it reports them"
+    )
     output_tokens: int = 0
     seconds: float = 0.0
+
+    @property
+    def prefilled_tokens(self) -> int:
+        """Prompt tokens the model evaluated (all of them where the endpoint reports no cache hits)."""
+        return self.input_tokens - self.cached_tokens
 
     def __add__(self, other: NodeUsage) -> NodeUsage:
         return NodeUsage(
             calls=self.calls + other.calls,
             input_tokens=self.input_tokens + other.input_tokens,
+            cached_tokens=self.cached_tokens + other.cached_tokens,
             output_tokens=self.output_tokens + other.output_tokens,
             seconds=round(self.seconds + other.seconds, 3),
         )

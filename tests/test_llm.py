@@ -274,3 +274,41 @@ def test_a_hung_endpoint_fails_fast_with_a_clear_error(collection, monkeypatch):
         unregister_model("openai")
         get_settings.cache_clear()
         server.close()
+
+
+def test_the_reused_prefix_is_what_llama_cpp_does_not_evaluate_again():
+    from agent.llm.llama_server import reused_prefix
+
+    assert reused_prefix([1, 2, 3, 9], [1, 2, 3, 4, 5], evaluated=4) == 3
+    assert reused_prefix([1, 2, 3, 9], [1, 2, 3, 4, 5], evaluated=2) == 2  # only evaluated tokens are cached
+    assert reused_prefix([1, 2, 3], [1, 2, 3], evaluated=3) == 2  # the last token is replayed for its logits
+    assert reused_prefix([7, 2], [1, 2], evaluated=2) == 0
+    assert reused_prefix([], [1, 2], evaluated=0) == 0
+
+
+def test_cached_prompt_tokens_are_read_from_either_usage_report():
+    from langchain_core.messages import AIMessage
+
+    from agent.llm.usage import call_usage
+
+    openai_style = AIMessage(
+        "x",
+        usage_metadata={
+            "input_tokens": 100,
+            "output_tokens": 5,
+            "total_tokens": 105,
+            "input_token_details": {"cache_read": 60},
+        },
+    )
+    usage = call_usage(openai_style, 1.0)
+    assert (usage.input_tokens, usage.cached_tokens, usage.prefilled_tokens) == (100, 60, 40)
+    raw = AIMessage(
+        "x",
+        response_metadata={
+            "token_usage": {"prompt_tokens": 80, "completion_tokens": 3, "prompt_tokens_details": {"cached_tokens": 50}}
+        },
+    )
+    assert call_usage(raw, 1.0).prefilled_tokens == 30
+    silent = AIMessage("x", usage_metadata={"input_tokens": 70, "output_tokens": 1, "total_tokens": 71})
+    assert call_usage(silent, 1.0).prefilled_tokens == 70  # no report: every prompt token counts as prefilled
+    assert (usage + call_usage(silent, 1.0)).prefilled_tokens == 110

@@ -167,6 +167,7 @@ def run_one(
         "cost": {
             "llm_calls": total.calls,
             "input_tokens": total.input_tokens,
+            "prefilled_tokens": total.prefilled_tokens,
             "output_tokens": total.output_tokens,
             "seconds": result.seconds,
             "critical_path_s": round(critical.seconds, 3),
@@ -395,14 +396,17 @@ def _mean(values: list[float]) -> float:
 def _cost_by_node(rows: list[dict[str, Any]]) -> dict[str, dict[str, float]]:
     """Mean per question of each node's calls, tokens and seconds (a node a run skipped counts 0 for it)."""
     nodes = dict.fromkeys(node for r in rows for node in r.get("cost_by_node", {}))
-    fields = ("calls", "input_tokens", "output_tokens", "seconds")
-    return {
+    fields = ("calls", "input_tokens", "cached_tokens", "output_tokens", "seconds")
+    means = {
         node: {
             f: round(sum(r.get("cost_by_node", {}).get(node, {}).get(f, 0) for r in rows) / len(rows), 3)
             for f in fields
         }
         for node in nodes
     }
+    for mean in means.values():
+        mean["prefilled_tokens"] = round(mean["input_tokens"] - mean.pop("cached_tokens"), 3)
+    return means
 
 
 METRIC_ORDER = ["str_em", "rouge_l", "disambig_f1", "dr", "mrecall@5", "coverage", "precision", "interp_recall",
@@ -497,14 +501,18 @@ def write_reports(summary: dict[str, Any], out: Path) -> None:
         "",
         "## Cost by node (mean per question)",
         "",
-        "| method | node | calls | input tokens | output tokens | LLM seconds |",
+        "Prefilled: prompt tokens the model evaluated, i.e. less those the endpoint reports served from its prefix cache"
+        " (an endpoint that reports none counts every prompt token).",
+        "",
+        "| method | node | calls | input tokens | prefilled tokens | output tokens | LLM seconds |",
     ]
-    lines.append("|---|---|---|---|---|---|")
+    lines.append("|---|---|---|---|---|---|---|")
     for method, s in summary.items():
         for node, c in s.get("cost_by_node", {}).items():
+            prefilled = c.get("prefilled_tokens", c["input_tokens"])
             lines.append(
-                f"| {method} | {node} | {c['calls']:.2f} | {c['input_tokens']:,.0f} | {c['output_tokens']:,.0f} |"
-                f" {c['seconds']:.1f} |"
+                f"| {method} | {node} | {c['calls']:.2f} | {c['input_tokens']:,.0f} | {prefilled:,.0f} |"
+                f" {c['output_tokens']:,.0f} | {c['seconds']:.1f} |"
             )
     detailed = {method: s["details_per_question"] for method, s in summary.items() if s.get("details_per_question")}
     if detailed:

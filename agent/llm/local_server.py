@@ -2,7 +2,8 @@
 
 A separate process keeps llama.cpp's non-thread-safe context away from LangGraph's worker threads (the server
 serialises requests) and a llama.cpp crash away from the app. llama.cpp reuses the KV cache of the longest prefix
-shared with the previous prompt, so calls that share instructions and passages prefill them once.
+shared with the previous prompt, so calls that share instructions and passages prefill them once; each reply says
+how many prompt tokens came from that cache (``agent.llm.llama_server``).
 """
 
 from __future__ import annotations
@@ -46,7 +47,7 @@ class LocalServer:
         log_dir.mkdir(parents=True, exist_ok=True)
         self.log_path = log_dir / f"llama-server-{self.port}.log"
         cmd = [
-            sys.executable, "-m", "llama_cpp.server",
+            sys.executable, "-m", "agent.llm.llama_server",  # llama_cpp.server + cached-token counts
             "--model", str(model_path),
             "--model_alias", "local",
             "--host", "127.0.0.1",

@@ -1,7 +1,8 @@
 """A scripted chat model: the LLM boundary for tests and for ``--llm fake`` (no model, instant, deterministic).
 
 Each call is identified by the prompt it renders (``prompt:<name>`` tag set by ``agent.llm.calls``). A script maps
-prompt names to a reply string, a list of replies consumed in order, or a function of the call.
+prompt names to a reply string, a list of replies consumed in order, or a function of the call. Usage counts
+word-level tokens and, like llama.cpp, reports the prompt prefix shared with the previous call as cached.
 """
 
 from __future__ import annotations
@@ -40,8 +41,17 @@ class ScriptedCall:
 Reply = str | AIMessage | list[str | AIMessage] | Callable[[ScriptedCall], str | AIMessage]
 
 
+def _token_list(text: str) -> list[str]:
+    return re.findall(r"\w+|[^\w\s]", text)
+
+
 def _tokens(text: str) -> int:
-    return len(re.findall(r"\w+|[^\w\s]", text))
+    return len(_token_list(text))
+
+
+def _prompt_tokens(messages: list[BaseMessage]) -> list[str]:
+    """The prompt as one token sequence, as a chat template lays it out (a role marker before each message)."""
+    return [t for m in messages for t in (f"<{m.type}>", *_token_list(str(m.content)))]
 
 
 class ScriptedChatModel(BaseChatModel):
@@ -55,6 +65,7 @@ class ScriptedChatModel(BaseChatModel):
     _calls: list[ScriptedCall] = PrivateAttr(default_factory=list)
     _cursor: dict[str, int] = PrivateAttr(default_factory=dict)
     _lock: threading.Lock = PrivateAttr(default_factory=threading.Lock)
+    _previous: list[str] = PrivateAttr(default_factory=list)  # the last prompt, for the simulated prefix cache
 
     @property
     def _llm_type(self) -> str:
@@ -96,14 +107,18 @@ class ScriptedChatModel(BaseChatModel):
         tags = run_manager.tags if run_manager else []
         prompt = next((t.split(":", 1)[1] for t in tags if t.startswith("prompt:")), "")
         call = ScriptedCall(prompt=prompt, messages=messages, kwargs=kwargs, started=time.perf_counter())
-        with self._lock:
+        tokens = _prompt_tokens(messages)
+        with self._lock:  # like llama.cpp: the prefix shared with the previous prompt is served from the cache
             self._calls.append(call)
+            shared = next((i for i, (a, b) in enumerate(zip(self._previous, tokens)) if a != b), None)
+            cached = min(len(self._previous), len(tokens)) if shared is None else shared
+            self._previous = tokens
         if self.latency:
             time.sleep(self.latency)
         reply = self._reply(call)
         call.ended = time.perf_counter()
         message = reply if isinstance(reply, AIMessage) else AIMessage(content=reply)
-        prompt_tokens = sum(_tokens(str(m.content)) for m in messages)
+        prompt_tokens = len(tokens)
         completion_tokens = _tokens(str(message.content))
         message = message.model_copy(
             update={
@@ -111,6 +126,7 @@ class ScriptedChatModel(BaseChatModel):
                     "input_tokens": prompt_tokens,
                     "output_tokens": completion_tokens,
                     "total_tokens": prompt_tokens + completion_tokens,
+                    "input_token_details": {"cache_read": cached},
                 },
                 "response_metadata": {"finish_reason": "stop"},
             }

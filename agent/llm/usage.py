@@ -8,16 +8,21 @@ from agent.schemas import NodeUsage, UsageReport
 
 
 def call_usage(message: AIMessage, seconds: float) -> NodeUsage:
-    meta = message.usage_metadata or {}
+    meta = dict(message.usage_metadata or {})
     if not meta:  # some servers report only response_metadata.token_usage
         token_usage = (message.response_metadata or {}).get("token_usage") or {}
         meta = {
             "input_tokens": token_usage.get("prompt_tokens", 0),
             "output_tokens": token_usage.get("completion_tokens", 0),
+            "input_token_details": {
+                "cache_read": (token_usage.get("prompt_tokens_details") or {}).get("cached_tokens")
+            },
         }
+    cached = (meta.get("input_token_details") or {}).get("cache_read")
     return NodeUsage(
         calls=1,
         input_tokens=int(meta.get("input_tokens") or 0),
+        cached_tokens=int(cached or 0),
         output_tokens=int(meta.get("output_tokens") or 0),
         seconds=round(seconds, 3),
     )

@@ -167,8 +167,9 @@ def ask(
         _print_tree(result.extra["tree"])
     total = result.usage.total
     err.print(
-        f"\n[dim]{result.seconds:.1f}s · {total.calls} LLM calls · {total.input_tokens} prompt + "
-        f"{total.output_tokens} completion tokens · {len(result.passages)} passages[/]",
+        f"\n[dim]{result.seconds:.1f}s · {total.calls} LLM calls · {total.input_tokens} prompt "
+        f"({total.prefilled_tokens} prefilled) + {total.output_tokens} completion tokens · "
+        f"{len(result.passages)} passages[/]",
         highlight=False,
     )
 
