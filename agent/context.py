@@ -13,6 +13,7 @@ from agent.llm.calls import LLMOptions
 from agent.retrieval.collections import open_store
 from agent.retrieval.pipeline import FirstStage, Reranker, RetrievalOptions
 from agent.retrieval.store import Store
+from agent.steps.casebook import Source, casebook
 from agent.steps.fewshot import Selection, Shots
 
 C = TypeVar("C", bound="RunContext")
@@ -34,8 +35,9 @@ class RunContext(BaseModel):
         default=3300,
         ge=256,
         le=1_000_000,
-        description="estimated prompt tokens per call: demo passages are shortened, then demos dropped, to stay within "
-        "it (3,300 leaves the local model's 4,096-token context room for a 300-token answer)",
+        description="estimated prompt tokens per call: the worked examples get this less 1,300 (passages, instruction, "
+        "per-call part), demo passages shortened, then demos dropped (3,300 leaves the local model's 4,096-token "
+        "context room for a 300-token answer)",
     )
     first_stage: FirstStage = Field(
         default="dense",
@@ -64,6 +66,10 @@ class RunContext(BaseModel):
 
     def shots(self) -> Shots:
         return Shots(k=self.fewshot, selection=self.demo_selection, budget=self.prompt_tokens)
+
+    def casebook(self, question: str, source: Source = "pool") -> str:
+        """The worked examples every prompt about ``question`` starts with (``agent.steps.casebook``)."""
+        return casebook(question, self.shots(), source)
 
     def retrieval(self) -> RetrievalOptions:
         return RetrievalOptions(first_stage=self.first_stage, reranker=self.reranker, depth=self.rerank_depth)

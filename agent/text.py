@@ -5,8 +5,9 @@ from __future__ import annotations
 import re
 import string
 import unicodedata
+from collections.abc import Sequence
 
-from agent.schemas import Passage
+from agent.schemas import Passage, QAPair
 from agent.settings import get_settings
 
 _ARTICLES = re.compile(r"\b(a|an|the)\b", re.IGNORECASE)
@@ -51,6 +52,13 @@ def render_passages(passages: list[Passage], words: int | None = None, numbers: 
     """Numbered passages ``[n] title | text``; ``numbers`` defaults to 1, 2, ..."""
     numbers = numbers or list(range(1, len(passages) + 1))
     return "\n".join(f"[{n}] {passage_text(p, words)}" for n, p in zip(numbers, passages))
+
+
+def render_pairs(pairs: Sequence[QAPair]) -> str:
+    """``DQ n: question`` / ``DA n: answer`` lines (the papers' disambiguation format)."""
+    if not pairs:
+        return "(none found)"
+    return "\n".join(f"DQ {i}: {p.question}\nDA {i}: {p.answer}" for i, p in enumerate(pairs, 1))
 
 
 def printable(text: str) -> str:

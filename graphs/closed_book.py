@@ -13,7 +13,7 @@ from agent.steps.rac import closed_book
 
 def answer(state: AnswerState, runtime: Runtime[RunContext]) -> dict:
     ctx = context_of(runtime, RunContext)
-    reply = closed_book(state["question"], ctx.llm_options(), ctx.shots())
+    reply = closed_book(state["question"], ctx.llm_options(), ctx.casebook(state["question"]))
     return {"answer": reply.value, "disambiguations": [], "passages": [], "usage": usage_update(reply)}
 
 

@@ -22,8 +22,8 @@ from agent.retrieval.pipeline import MemoScorer, Reranker, first_stage, rank_poo
 from agent.schemas import AmbiguityType, Passage, YesNo
 from agent.state import AnswerOutput, QuestionInput
 from agent.steps import rac
-from agent.steps.ambiguity import classify_ambiguity, demos_for, infer_interpretations
-from agent.text import render_passages
+from agent.steps.ambiguity import classify_ambiguity, infer_interpretations
+from agent.steps.casebook import shared_context
 
 Grade = Literal["Useful", "PartialUseful", "Useless"]
 
@@ -84,22 +84,24 @@ class DivaState(QuestionInput, DivaOutput, total=False):
     scored: list[ScoredPassage]  # P̃, the union of the interpretations' top-K, scored by Eq. 5 in prune
 
 
+def casebook(state: DivaState, ctx: DivaContext) -> str:
+    """The question's worked examples with their ambiguity annotation: the first part of every DIVA prompt, so each
+    call after the first prefills only its own instruction (and verify the passages, once)."""
+    return ctx.casebook(state["question"], "ambiguity")
+
+
 def type_ambiguity(state: DivaState, runtime: Runtime[DivaContext]) -> dict:
     if state.get("ambiguity_types"):
         return {}
     ctx = context_of(runtime, DivaContext)
-    question = state["question"]
-    shots = ctx.shots()
-    reply = classify_ambiguity(question, demos_for(question, shots), ctx.llm_options(), shots)
+    reply = classify_ambiguity(state["question"], ctx.llm_options(), casebook(state, ctx))
     return {"ambiguity_types": reply.value.types, "ambiguity_reason": reply.value.reason, "usage": usage_update(reply)}
 
 
 def interpret(state: DivaState, runtime: Runtime[DivaContext]) -> dict:
     ctx = context_of(runtime, DivaContext)
-    question = state["question"]
-    shots = ctx.shots()
-    reason = state.get("ambiguity_reason", "")
-    reply = infer_interpretations(question, reason, demos_for(question, shots), ctx.llm_options(), shots)  # Eq. 3
+    question, reason = state["question"], state.get("ambiguity_reason", "")
+    reply = infer_interpretations(question, reason, ctx.llm_options(), casebook(state, ctx))  # Eq. 3
     interpretations = reply.value[: ctx.max_interpretations] or [question]  # none inferred: the question itself
     return {"interpretations": interpretations, "usage": usage_update(reply)}
 
@@ -149,7 +151,7 @@ def grade_of(verdicts: list[Verification]) -> Grade:
 def verify(state: DivaState, runtime: Runtime[DivaContext]) -> dict:
     ctx = context_of(runtime, DivaContext)
     options = ctx.llm_options()
-    passages = render_passages(state["kept"])  # concatenated once: every call shares this prefix (App. A.4.2)
+    context = shared_context(casebook(state, ctx), state["kept"])  # one prefix for every call (App. A.4.2)
 
     def check(interpretation: str) -> Reply[bool]:
         return ask(
@@ -159,7 +161,7 @@ def verify(state: DivaState, runtime: Runtime[DivaContext]) -> dict:
             schema=YesNo,
             fallback=False,  # unparseable after retries counts as No
             max_tokens=ctx.verify_max_tokens,
-            passages=passages,
+            context=context,
             interpretation=interpretation,
         )
 
@@ -173,20 +175,20 @@ def verify(state: DivaState, runtime: Runtime[DivaContext]) -> dict:
 
 def rag_extract(state: DivaState, runtime: Runtime[DivaContext]) -> dict:
     ctx = context_of(runtime, DivaContext)
-    reply = rac.extract(state["question"], state["kept"], ctx.llm_options(), ctx.shots())  # Eq. 1
+    reply = rac.extract(state["question"], state["kept"], ctx.llm_options(), casebook(state, ctx))  # Eq. 1
     return {"disambiguations": reply.value, "passages": state["kept"], "route": "rag", "usage": usage_update(reply)}
 
 
 def rag_generate(state: DivaState, runtime: Runtime[DivaContext]) -> dict:
     ctx = context_of(runtime, DivaContext)
     pairs, passages = state["disambiguations"], state["passages"]
-    reply = rac.generate(state["question"], pairs, passages, ctx.llm_options(), ctx.shots())  # Eq. 2
+    reply = rac.generate(state["question"], pairs, passages, ctx.llm_options(), casebook(state, ctx))  # Eq. 2
     return {"answer": reply.value, "usage": usage_update(reply)}
 
 
 def closed_book(state: DivaState, runtime: Runtime[DivaContext]) -> dict:
     ctx = context_of(runtime, DivaContext)
-    reply = rac.closed_book(state["question"], ctx.llm_options(), ctx.shots())  # LLM(q_i, I_l)
+    reply = rac.closed_book(state["question"], ctx.llm_options(), casebook(state, ctx))  # LLM(q_i, I_l)
     return {
         "answer": reply.value,
         "disambiguations": [],

@@ -27,13 +27,14 @@ def retrieve(state: AnswerState, runtime: Runtime[RagContext]) -> dict:
 
 def rag_extract(state: AnswerState, runtime: Runtime[RagContext]) -> dict:
     ctx = context_of(runtime, RagContext)
-    reply = extract(state["question"], state["passages"], ctx.llm_options(), ctx.shots())
+    reply = extract(state["question"], state["passages"], ctx.llm_options(), ctx.casebook(state["question"]))
     return {"disambiguations": reply.value, "usage": usage_update(reply)}
 
 
 def rag_generate(state: AnswerState, runtime: Runtime[RagContext]) -> dict:
     ctx = context_of(runtime, RagContext)
-    reply = generate(state["question"], state["disambiguations"], state["passages"], ctx.llm_options(), ctx.shots())
+    book = ctx.casebook(state["question"])  # the same examples and passages as rag_extract: a cached prefix
+    reply = generate(state["question"], state["disambiguations"], state["passages"], ctx.llm_options(), book)
     return {"answer": reply.value, "usage": usage_update(reply)}
 
 

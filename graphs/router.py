@@ -22,7 +22,7 @@ from agent.llm.calls import run_concurrently, usage_update
 from agent.llm.usage import merge_usage
 from agent.schemas import AmbiguityType, Disambiguation, Passage, UsageReport
 from agent.state import AnswerOutput, QuestionInput
-from agent.steps.ambiguity import classify_ambiguity, demos_for, infer_interpretations
+from agent.steps.ambiguity import classify_ambiguity, infer_interpretations
 from graphs import closed_book, diva, rag, sunar, toc, verdict
 
 Method = Literal["closed_book", "rag", "diva", "toc", "verdict", "sunar"]
@@ -62,8 +62,7 @@ class RouterState(QuestionInput, RouterOutput, total=False):
 
 def type_ambiguity(state: RouterState, runtime: Runtime[RouterContext]) -> dict:
     ctx = context_of(runtime, RouterContext)
-    shots = ctx.shots()
-    reply = classify_ambiguity(state["question"], demos_for(state["question"], shots), ctx.llm_options(), shots)
+    reply = classify_ambiguity(state["question"], ctx.llm_options(), ctx.casebook(state["question"], "ambiguity"))
     return {"ambiguity_types": reply.value.types, "ambiguity_reason": reply.value.reason, "usage": usage_update(reply)}
 
 
@@ -85,10 +84,8 @@ def delegate(method: Method) -> Any:
 
 def interpret(state: RouterState, runtime: Runtime[RouterContext]) -> dict:
     ctx = context_of(runtime, RouterContext)
-    shots, reason = ctx.shots(), state.get("ambiguity_reason", "")
-    reply = infer_interpretations(
-        state["question"], reason, demos_for(state["question"], shots), ctx.llm_options(), shots
-    )
+    book = ctx.casebook(state["question"], "ambiguity")
+    reply = infer_interpretations(state["question"], state.get("ambiguity_reason", ""), ctx.llm_options(), book)
     return {
         "interpretations": reply.value[: ctx.max_interpretations] or [state["question"]],
         "usage": usage_update(reply),

@@ -144,7 +144,8 @@ def clarify(state: ExpandState, runtime: Runtime[TocContext]) -> dict:
     if not state["context"]:
         return {"children": [], "finished": [_expansion(state, [])]}
     ctx = context_of(runtime, TocContext)
-    reply = rac.extract(state["node"].question, state["context"], ctx.llm_options(), ctx.shots())
+    book = ctx.casebook(state["root_question"])  # one set of examples for the whole tree: a shared prefix
+    reply = rac.extract(state["node"].question, state["context"], ctx.llm_options(), book)
     children = [Clarification(**pair.model_dump()) for pair in reply.value]
     return {"children": children, "finished": [_expansion(state, children)], "usage": usage_update(reply)}
 
@@ -335,7 +336,7 @@ def generate(state: TocState, runtime: Runtime[TocContext]) -> dict:
     nodes = [n for n in tree[1:] if not n.pruned][: ctx.max_nodes]
     pairs = [Disambiguation(question=n.question, answer=n.answer, passage_ids=n.passage_ids) for n in nodes]
     passages = answer_passages(nodes, state["pool"], ctx.answer_passages)
-    reply = rac.generate(state["question"], pairs, passages, ctx.llm_options(), ctx.shots())
+    reply = rac.generate(state["question"], pairs, passages, ctx.llm_options(), ctx.casebook(state["question"]))
     return {
         "tree": tree,
         "answer": reply.value,

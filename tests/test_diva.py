@@ -122,11 +122,10 @@ def test_verify_calls_share_the_passages_prefix_ask_the_interpretation_last_and_
     result, _ = run(name, collection)
     verify_calls = [c for c in model.calls if c.prompt == "verify"]
     assert sorted(asked(c) for c in verify_calls) == sorted([PREMIERE, US_RELEASE, BOOK])
-    assert len({c.system for c in verify_calls}) == 1
-    prefixes = {c.user.rsplit("\n", 1)[0] for c in verify_calls}
-    assert len(prefixes) == 1
-    prefix = prefixes.pop()
-    assert all(p.text in prefix for p in result.extra["kept"])
+    assert len({c.system for c in verify_calls}) == 1  # casebook and passages: one shared prefix
+    assert len({c.user.rsplit("\n", 1)[0] for c in verify_calls}) == 1  # then the instruction, the reading last
+    passages = verify_calls[0].system.split("Passages retrieved for the question:")[1]
+    assert all(p.text in passages for p in result.extra["kept"])
     assert max(c.started for c in verify_calls) < min(c.ended for c in verify_calls)  # run concurrently
     assert all(c.kwargs["max_tokens"] == 24 and c.kwargs["temperature"] == 0.3 for c in verify_calls)
 
@@ -155,7 +154,7 @@ def test_fewer_candidates_than_k_are_all_kept(collection, scripted):
     assert nodes == RAG_NODES
     assert len(updates["prune"]["scored"]) == 3 and all(s.kept for s in updates["prune"]["scored"])
     assert len(result.extra["kept"]) == 3
-    assert all(p.text in model.calls[2].user for p in result.extra["kept"])
+    assert all(p.text in model.calls[2].system for p in result.extra["kept"])
 
 
 def test_unparseable_verdicts_count_as_no_after_retries(collection, scripted):
@@ -283,6 +282,19 @@ def test_demonstrations_are_the_nearest_pool_examples_or_fixed(collection, scrip
     typing, interpreting = model.calls[0], model.calls[1]
     assert typing.system.count("Example\n") == interpreting.system.count("Example\n") == 2
     assert "Who wrote the lyrics for the song mary did you know?" in interpreting.system
+    assert "##Reason: " in typing.system and "Long answer: " in typing.system  # one casebook for I_a ... I_g
+
+
+def test_every_diva_call_starts_with_the_questions_casebook_and_prefills_it_once(collection, scripted):
+    name, model = scripted(script("Yes"))
+    result = agent.run(
+        "Who wrote the christmas song mary did you know?", method="diva", llm=name, collection=collection
+    )
+    book = model.calls[0].system
+    assert book.startswith("Worked examples.") and len(model.calls) >= 5
+    assert all(call.system.startswith(book) for call in model.calls)
+    total = result.usage.total
+    assert total.prefilled_tokens <= 0.5 * total.input_tokens, result.usage.by_node
 
 
 def test_ambiguity_demonstrations_cover_every_type_and_come_from_the_pool():

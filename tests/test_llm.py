@@ -37,19 +37,15 @@ def test_constrained_output_format_per_provider():
     assert json_response_format("fake", schema) is None
 
 
-def test_prompt_puts_the_per_call_part_last(scripted):
+def test_prompt_puts_the_shared_context_first_and_the_per_call_part_last(scripted):
     name, model = scripted({"rag_extract": "DQ 1: Q?\nDA 1: A"})
-    ask(
-        "rag_extract",
-        LLMOptions(llm=name),
-        parse=parse_disambiguations,
-        passages="[1] T | text",
-        question="Which?",
-        examples="",
-    )
+    ask("rag_extract", LLMOptions(llm=name), parse=parse_disambiguations, question="Which?")
     system, user = model.calls[0].messages
-    assert "DQ 1:" in system.content and "Which?" not in system.content
-    assert user.content.index("[1] T | text") < user.content.index("Which?")
+    assert "DQ 1:" in system.content and "Which?" not in system.content  # without a context: instruction, then call
+    ask("rag_extract", LLMOptions(llm=name), parse=parse_disambiguations, context="[1] T | text", question="Which?")
+    system, user = model.calls[1].messages
+    assert system.content == "[1] T | text"  # the question's shared prefix, then the instruction and the call
+    assert user.content.index("DQ 1:") < user.content.index("Which?")
     assert user.content.rstrip().endswith("Disambiguations:")
 
 
@@ -84,13 +80,12 @@ def test_without_fallback_unusable_output_raises(scripted):
 
 
 def test_generation_settings_reach_the_model(scripted):
-    name, model = scripted({"closed_book": "Yes"})
+    name, model = scripted({"rag_extract": "Yes"})
     ask(
-        "closed_book",
+        "rag_extract",
         LLMOptions(llm=name, temperature=0.3, max_tokens=300),
         parse=parse_yes_no,
         question="q",
-        examples="",
     )
     assert model.calls[0].kwargs["temperature"] == 0.3 and model.calls[0].kwargs["max_tokens"] == 300
 

@@ -21,7 +21,7 @@ from pydantic import BaseModel
 from agent.errors import LLMError, LLMUnavailableError
 from agent.llm.factory import get_chat_model, json_response_format
 from agent.llm.parsing import ParseError
-from agent.llm.prompts import render
+from agent.llm.prompts import load_prompt, render
 from agent.llm.usage import call_usage, node_usage
 from agent.schemas import NodeUsage, UsageReport
 
@@ -69,15 +69,21 @@ def ask(
     schema: type[BaseModel] | None = None,
     fallback: T = _NO_FALLBACK,
     max_tokens: int | None = None,
+    context: str = "",
     **variables: str,
 ) -> Reply[T]:
-    """Call the LLM with ``prompts/<prompt>.txt``; ``parse`` turns the text (plain or JSON) into the value."""
+    """Call the LLM with ``prompts/<prompt>.txt``; ``parse`` turns the text (plain or JSON) into the value.
+
+    ``context`` is the question's shared prefix (``agent.steps.casebook``). Replies are capped at ``max_tokens``, else
+    at the prompt file's ``max_tokens`` (what its reply needs), never above the run's ``options.max_tokens``."""
     response_format = (
         json_response_format(options.llm, schema.model_json_schema()) if schema and options.structured else None
     )
-    messages = render(prompt, system_suffix=_schema_hint(schema) if response_format else "", **variables)
+    messages = render(
+        prompt, system_suffix=_schema_hint(schema) if response_format else "", context=context, **variables
+    )
     model = get_chat_model(options.llm)
-    tokens = max_tokens or options.max_tokens
+    tokens = max_tokens or min(load_prompt(prompt).max_tokens or options.max_tokens, options.max_tokens)
     usage = NodeUsage()
     text = ""
     for attempt in range(1, options.retries + 2):

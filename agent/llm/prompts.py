@@ -1,8 +1,16 @@
-"""Load prompt files from ``prompts/``: a shared system part first, the per-call user part last (prefix cache)."""
+"""Load prompt files from ``prompts/``: what calls share first, the per-call part last (llama.cpp's prefix cache).
+
+A prompt file is ``[max_tokens: N]`` (optional first line: the reply's token cap), the instruction, a
+``<<<user>>>`` line, and the per-call part. A call with a shared ``context`` (a question's worked examples and
+passages, ``agent.steps.casebook``) sends that context as the system message and the instruction after it, so that
+every call of the question starts with the same tokens.
+"""
 
 from __future__ import annotations
 
 import math
+import re
+from dataclasses import dataclass
 from functools import cache
 from string import Template
 
@@ -11,20 +19,29 @@ from langchain_core.messages import BaseMessage, HumanMessage, SystemMessage
 from agent.resources import prompt_file
 
 USER_MARKER = "<<<user>>>"
+MAX_TOKENS = re.compile(r"\Amax_tokens:\s*(\d+)\s*\n")
 CHARS_PER_TOKEN = 3.5  # English under Qwen2.5's tokenizer runs ~4 characters a token: this errs on the long side
 
 
+@dataclass(frozen=True)
+class Prompt:
+    instruction: Template
+    user: Template
+    max_tokens: int | None  # what a reply needs; None: the run's cap
+
+
 @cache
-def load_prompt(name: str) -> tuple[Template, Template]:
-    """Return the (system, user) templates of ``prompts/<name>.txt``; ``$var`` placeholders."""
+def load_prompt(name: str) -> Prompt:
+    """Parse ``prompts/<name>.txt``; ``$var`` placeholders."""
     path = prompt_file(name)
     if not path.is_file():
         raise FileNotFoundError(f"prompt '{name}' not found at {path}")
     text = path.read_text(encoding="utf-8")
     if USER_MARKER not in text:
         raise ValueError(f"prompt {path} lacks the '{USER_MARKER}' line that separates the shared and per-call parts")
-    system, user = text.split(USER_MARKER, 1)
-    return Template(system.strip()), Template(user.strip())
+    cap = MAX_TOKENS.match(text)
+    system, user = text[cap.end() if cap else 0 :].split(USER_MARKER, 1)
+    return Prompt(Template(system.strip()), Template(user.strip()), int(cap.group(1)) if cap else None)
 
 
 def estimate_tokens(text: str) -> int:
@@ -32,12 +49,17 @@ def estimate_tokens(text: str) -> int:
     return math.ceil(len(text) / CHARS_PER_TOKEN)
 
 
-def render(name: str, system_suffix: str = "", **variables: str) -> list[BaseMessage]:
-    system, user = load_prompt(name)
-    system_text = system.substitute(variables).strip()  # a prompt without examples ends where they would stand
+def render(name: str, system_suffix: str = "", context: str = "", **variables: str) -> list[BaseMessage]:
+    """The messages of one call: [instruction, per-call part], or with a shared ``context``
+    [context, instruction + per-call part]."""
+    prompt = load_prompt(name)
+    instruction = prompt.instruction.substitute(variables).strip()
     if system_suffix:
-        system_text = f"{system_text}\n\n{system_suffix}"
-    return [SystemMessage(system_text), HumanMessage(user.substitute(variables))]
+        instruction = f"{instruction}\n\n{system_suffix}"
+    user = prompt.user.substitute(variables)
+    if context:
+        return [SystemMessage(context), HumanMessage(f"{instruction}\n\n{user}")]
+    return [SystemMessage(instruction), HumanMessage(user)]
 
 
 def prompt_tokens(name: str, **variables: str) -> int:

@@ -141,14 +141,23 @@ _FACT = re.compile(r"\b(?:1[5-9]|20)\d\d\b|\b[A-Z][a-z]+(?: [A-Z][a-z]+)+\b")
 
 
 def _question(call: ScriptedCall) -> str:
-    match = re.search(r"^Question:\s*(.+)$", call.user, re.MULTILINE)
-    return match.group(1).strip() if match else "the question"
+    asked = re.findall(r"^Question:\s*(.+)$", call.user, re.MULTILINE)  # the last: instructions may show examples
+    return asked[-1].strip() if asked else "the question"
+
+
+def _retrieved(call: ScriptedCall) -> str:
+    """The call's own passages: after the shared context's heading (not the worked examples' evidence), else the
+    per-call part."""
+    from agent.steps.casebook import PASSAGES_HEADING
+
+    _, heading, passages = call.system.rpartition(PASSAGES_HEADING)
+    return passages if heading else call.user
 
 
 def _demo_extract(call: ScriptedCall) -> str:
     question = _question(call).rstrip("?")
     lines, seen = [], set()
-    for _, title, text in _PASSAGE_LINE.findall(call.user):
+    for _, title, text in _PASSAGE_LINE.findall(_retrieved(call)):
         fact = _FACT.search(text)
         if title in seen or not fact:
             continue
@@ -191,9 +200,8 @@ def _demo_interpret(call: ScriptedCall) -> str:
 
 
 def _demo_verify(call: ScriptedCall) -> str:
-    asked = re.search(r"^Question:\s*(.+)$", call.user, re.MULTILINE)
-    words = {w.lower() for w in re.findall(r"[A-Za-z]{4,}", asked.group(1) if asked else "")}
-    passages = " ".join(text for _, _, text in _PASSAGE_LINE.findall(call.user)).lower()
+    words = {w.lower() for w in re.findall(r"[A-Za-z]{4,}", _question(call))}
+    passages = " ".join(text for _, _, text in _PASSAGE_LINE.findall(_retrieved(call))).lower()
     return "Yes" if any(w in passages for w in words) else "No"
 
 

@@ -1,6 +1,8 @@
 """Why a question is ambiguous (DIVA's I_a) and its pseudo-interpretations (I_p), Eq. 3.
 
 Two separate calls: DIVA (App. B.1) found one combined call clearly worse. Shared by graphs that type ambiguity.
+Their demonstrations are the question's casebook (``agent.steps.casebook``, source ``ambiguity``), the shared
+prefix of both calls and of the method's later ones.
 """
 
 from __future__ import annotations
@@ -8,7 +10,7 @@ from __future__ import annotations
 from agent.llm.calls import LLMOptions, Reply, ask
 from agent.llm.parsing import parse_ambiguity, parse_numbered_list
 from agent.schemas import AmbiguityType, AmbiguityTyping
-from agent.steps.fewshot import Demo, Shots, examples_for, select_demos
+from agent.steps.fewshot import Demo, Shots, select_demos
 
 DEMO_FILE = "ambiguity"
 
@@ -26,24 +28,12 @@ def demos_for(question: str, shots: Shots) -> list[AmbiguityDemo]:
     return select_demos(question, DEMO_FILE, AmbiguityDemo, shots.k, shots.selection)
 
 
-def _typing_example(demo: AmbiguityDemo, words: int) -> str:
-    types = ", ".join(f"[{t}]" for t in demo.types)
-    return f"Question: {demo.question}\n##Reason: {demo.reason}\n##Answer: {types}"
-
-
-def _interpretation_example(demo: AmbiguityDemo, words: int) -> str:
-    items = "\n".join(f"{i}: {q}" for i, q in enumerate(demo.interpretations, 1))
-    return f"Question: {demo.question}\nReason: {demo.reason}\nDisambiguations:\n{items}"
-
-
 def _typing(text: str) -> AmbiguityTyping:
     types, reason = parse_ambiguity(text)
     return AmbiguityTyping(reason=reason, types=types)
 
 
-def classify_ambiguity(
-    question: str, demos: list[AmbiguityDemo], options: LLMOptions, shots: Shots
-) -> Reply[AmbiguityTyping]:
+def classify_ambiguity(question: str, options: LLMOptions, book: str) -> Reply[AmbiguityTyping]:
     """I_a: the ambiguity types with a reason; no types and no reason when the output stays unusable."""
     return ask(
         "type_ambiguity",
@@ -51,7 +41,7 @@ def classify_ambiguity(
         parse=_typing,
         schema=AmbiguityTyping,
         fallback=AmbiguityTyping(reason="", types=[]),
-        examples=examples_for("type_ambiguity", demos, _typing_example, shots, question=question),
+        context=book,
         question=question,
     )
 
@@ -63,9 +53,7 @@ def _unique(items: list[str]) -> list[str]:
     return list(seen.values())
 
 
-def infer_interpretations(
-    question: str, reason: str, demos: list[AmbiguityDemo], options: LLMOptions, shots: Shots
-) -> Reply[list[str]]:
+def infer_interpretations(question: str, reason: str, options: LLMOptions, book: str) -> Reply[list[str]]:
     """I_p: pseudo-interpretations from the question and the reason; an empty list when none can be parsed.
 
     Plain numbered text, never a JSON grammar: constrained to JSON, the local 1.5B model wrote one interpretation for
@@ -77,7 +65,7 @@ def infer_interpretations(
         options,
         parse=parse_numbered_list,
         fallback=[],
-        examples=examples_for("interpret", demos, _interpretation_example, shots, **variables),
+        context=book,
         **variables,
     )
     return reply.with_value(_unique(reply.value))

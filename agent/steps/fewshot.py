@@ -6,7 +6,8 @@ extraction, generation and closed-book prompts, and ``ambiguity.jsonl`` (pool qu
 written for this repository) for DIVA's I_a and I_p. The papers pick the k demonstrations whose questions are closest
 to the actual one (DIVA A.4, ToC A.3); ``fixed`` takes the first k, which keeps the prompt prefix identical across
 questions so the local model's prefix cache reuses it. ``fit_examples`` keeps the rendered demonstrations within a
-prompt's token budget: demo passages are shortened first, then the least similar demonstrations are dropped.
+token budget: demo passages are shortened first, then the least similar demonstrations are dropped. The prompts
+read them as the question's casebook (``agent.steps.casebook``).
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ import numpy as np
 from pydantic import BaseModel, Field, ValidationError
 
 from agent.errors import ConfigError
-from agent.llm.prompts import estimate_tokens, prompt_tokens
+from agent.llm.prompts import estimate_tokens
 from agent.resources import data_file
 from agent.retrieval.embeddings import embed
 from agent.schemas import Passage, QAPair
@@ -138,10 +139,3 @@ def fit_examples(demos: Sequence[D], render: Callable[[D, int], str], room: int)
                 return text
         demos = demos[1:]
     return ""
-
-
-def examples_for(
-    prompt: str, demos: Sequence[D], render: Callable[[D, int], str], shots: Shots, **variables: str
-) -> str:
-    """The ``$examples`` of ``prompts/<prompt>.txt``: as many of ``demos`` as the budget leaves room for."""
-    return fit_examples(demos, render, shots.budget - prompt_tokens(prompt, examples="", **variables))

@@ -1,0 +1,82 @@
+"""The casebook: one block of worked examples that every prompt of a question starts with, then that question's
+passages, then the per-call instruction — so the local model prefills the examples and passages once per question.
+
+llama.cpp reuses the KV cache of the longest prefix a prompt shares with the previous one. When each prompt carries
+its own demonstrations first (the papers' layout), consecutive calls share nothing and every call prefills its
+examples and passages again. Here a demonstration shows every field the method's prompts need — a pool question with
+its evidence, gold disambiguations and human long answer, and for DIVA also the ambiguity reason, types and readings
+— so that I_a, I_p, verification, I_e, I_g and I_l all read the same examples (the papers' k nearest, from the
+few-shot pool only) and differ only in the instruction that follows.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import cache
+from typing import Literal
+
+from agent.schemas import Passage
+from agent.steps.ambiguity import AmbiguityDemo, demos_for
+from agent.steps.fewshot import PoolExample, Shots, fit_examples, load_demos, pool_demos
+from agent.text import render_pairs, render_passages
+
+Source = Literal["pool", "ambiguity"]
+CALL_ROOM = 1300  # estimated tokens a call keeps free after the casebook: passages, instruction, per-call part
+PASSAGES_HEADING = "Passages retrieved for the question:"
+
+_HEADINGS: dict[Source, str] = {
+    "pool": "Worked examples. Each shows an ambiguous question, evidence passages about it, its disambiguated "
+    "questions (DQ) with short answers (DA), and a long answer that covers every reading.",
+    "ambiguity": "Worked examples. Each shows an ambiguous question, the reason it is ambiguous (##Reason) and its "
+    "ambiguity types (##Answer), its readings, evidence passages about it, its disambiguated questions (DQ) with short "
+    "answers (DA), and a long answer that covers every reading.",
+}
+
+
+@dataclass(frozen=True)
+class Case:
+    """One worked example: a pool row, with its ambiguity annotation where the source has one."""
+
+    example: PoolExample
+    typing: AmbiguityDemo | None = None
+
+    def render(self, words: int) -> str:
+        lines = [f"Question: {self.example.question}"]
+        if self.typing:
+            types = ", ".join(f"[{t}]" for t in self.typing.types)
+            readings = "\n".join(f"{i}: {q}" for i, q in enumerate(self.typing.interpretations, 1))
+            lines += [f"##Reason: {self.typing.reason}", f"##Answer: {types}", f"Readings:\n{readings}"]
+        lines += [
+            f"Evidence:\n{render_passages(self.example.passages, words)}",
+            f"Disambiguations:\n{render_pairs(self.example.pairs)}",
+            f"Long answer: {self.example.long_answer}",
+        ]
+        return "\n".join(lines)
+
+
+@cache
+def _pool_by_id() -> dict[str, PoolExample]:
+    return {row.id: row for row in load_demos("asqa_pool", PoolExample)}
+
+
+def cases(question: str, shots: Shots, source: Source) -> list[Case]:
+    """The k demonstrations nearest to ``question`` (or the first k, ``fixed``), most similar last."""
+    if source == "pool":
+        return [Case(row) for row in pool_demos(question, shots)]
+    pool = _pool_by_id()
+    return [Case(pool[demo.pool_id], demo) for demo in demos_for(question, shots)]
+
+
+def casebook(question: str, shots: Shots, source: Source = "pool") -> str:
+    """The worked examples every prompt of ``question`` starts with: within the prompt budget less ``CALL_ROOM``
+    (demo passages shortened first, then the least similar demos dropped); empty without demonstrations."""
+    examples = fit_examples(cases(question, shots, source), Case.render, max(shots.budget - CALL_ROOM, 0))
+    return f"{_HEADINGS[source]}\n\n{examples}" if examples else ""
+
+
+def shared_context(book: str, passages: list[Passage] | None = None) -> str:
+    """The shared prefix of a call: the casebook, then (for calls that read them) the question's passages."""
+    parts = [book] if book else []
+    if passages is not None:
+        parts.append(f"{PASSAGES_HEADING}\n{render_passages(passages) or '(none)'}")
+    return "\n\n".join(parts)
