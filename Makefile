@@ -5,7 +5,7 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed-$(shell cksum pyproject.toml | cut -d' ' -f1)
 DEMO_QUESTION ?= When was the first pirates of the caribbean movie released?
 
-.PHONY: setup demo lint format test test-fast
+.PHONY: setup demo lint format test test-fast notebook
 
 setup: $(STAMP)
 
@@ -34,3 +34,6 @@ test: lint
 
 test-fast: lint
 	$(PY) -m pytest -m "not slow"
+
+notebook: setup  ## rewrite notebooks/walkthrough.ipynb and store its outputs (offline: scripted model, pictures drawn locally)
+	$(PY) notebooks/make_walkthrough.py --execute

@@ -13,7 +13,8 @@ from agent.steps.rac import closed_book
 
 def answer(state: AnswerState, runtime: Runtime[RunContext]) -> dict:
     ctx = context_of(runtime, RunContext)
-    reply = closed_book(state["question"], ctx.llm_options(), ctx.casebook(state["question"]))
+    book = ctx.casebook(state["question"], "answers")  # one call: no prefix to share, the short examples suffice
+    reply = closed_book(state["question"], ctx.llm_options(), book)
     return {"answer": reply.value, "disambiguations": [], "passages": [], "usage": usage_update(reply)}
 
 

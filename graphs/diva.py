@@ -17,7 +17,6 @@ from pydantic import BaseModel, Field
 from agent.context import RunContext, context_of
 from agent.llm.calls import Reply, ask, run_concurrently, usage_update
 from agent.llm.parsing import parse_yes_no
-from agent.retrieval.embeddings import embed
 from agent.retrieval.pipeline import MemoScorer, Reranker, first_stage, rank_pool
 from agent.schemas import AmbiguityType, Passage, YesNo
 from agent.state import AnswerOutput, QuestionInput
@@ -119,7 +118,7 @@ def retrieve(state: DivaState, runtime: Runtime[DivaContext]) -> dict:
             retrieved_for.setdefault(passage.id, []).append(j)
     union = [p for p in pool if p.id in retrieved_for]  # P̃_i, the union over interpretations (Eq. 4), in pool order
     if scorer is None:
-        relevance = embed(interpretations) @ store.embeddings(union).T  # cosine: all vectors are unit length
+        relevance = store.embed(interpretations) @ store.embeddings(union).T  # cosine: all vectors are unit length
     else:
         relevance = np.array([scorer.score(interpretation, union) for interpretation in interpretations])
     scored = [

@@ -213,7 +213,8 @@ def best_evidence(children: list[Disambiguation], pool: list[Passage], ctx: TocC
     """App. A.3: the pool passage most similar to each DQ among those containing its answer (any, if none does)."""
     if not children:
         return []
-    scores = embed([c.question for c in children]) @ ctx.store().embeddings(pool).T
+    store = ctx.store()
+    scores = store.embed([c.question for c in children]) @ store.embeddings(pool).T
     evidence = []
     for child, row in zip(children, scores):
         holders = set(supporting_ids(child.answer, pool))

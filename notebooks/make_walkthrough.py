@@ -1,5 +1,10 @@
-"""Write notebooks/walkthrough.ipynb (run: python notebooks/make_walkthrough.py). Cells stay short and runnable."""
+"""Write notebooks/walkthrough.ipynb; with --execute (``make notebook``) also run it and store its outputs.
 
+Cells stay short and runnable. Executing needs nothing online: the scripted model answers, graph pictures are drawn
+locally (``agent/surfaces/picture.py``), and the demo corpus is embedded on first use.
+"""
+
+import sys
 from pathlib import Path
 
 import nbformat
@@ -26,12 +31,15 @@ cells = [
         "METHODS"
     ),
     new_markdown_cell(
-        "## The graphs\n\nMermaid text (paste into any Mermaid viewer; `draw_mermaid_png()` would call an online service)."
+        "## The graphs\n\nDrawn offline (`agent.surfaces.picture`: a grandalf layout drawn by matplotlib; "
+        "`draw_mermaid_png()` would call an online service). Dashed arrows are conditional edges; the router draws the "
+        "method it delegates to as a framed subgraph. `get_graph(xray=True).draw_mermaid()` gives Mermaid text."
     ),
     new_code_cell(
+        "from IPython.display import Image, display\n"
+        "from agent.surfaces.picture import graph_png\n"
         "for method in METHODS:\n"
-        "    print(f'--- {method}')\n"
-        "    print(load_graph(method).get_graph(xray=True).draw_mermaid())"
+        "    display(Image(graph_png(load_graph(method).get_graph(xray=True), title=method)))"
     ),
     new_markdown_cell(
         "## Running each method\n\nEvery result carries the answer, the interpretations with their supporting passage ids, the passages and per-node usage."
@@ -52,5 +60,9 @@ nb = new_notebook(
     cells=cells, metadata={"kernelspec": {"name": "python3", "display_name": "Python 3", "language": "python"}}
 )
 path = Path(__file__).with_name("walkthrough.ipynb")
+if "--execute" in sys.argv[1:]:
+    from nbclient import NotebookClient
+
+    NotebookClient(nb, timeout=600, kernel_name="python3", resources={"metadata": {"path": str(path.parent)}}).execute()
 nbformat.write(nb, path)
-print(f"wrote {path}")
+print(f"wrote {path}" + (" with its outputs" if "--execute" in sys.argv[1:] else ""))

@@ -129,5 +129,7 @@ def test_prompt_files_cap_replies_at_what_they_need(collection, scripted):
     name, model = scripted({"closed_book": "Final Answer: It came out in 2001 and 2002."})
     agent.run(QUESTION, method="closed_book", llm=name)
     assert model.calls[-1].kwargs["max_tokens"] == 200  # prompts/closed_book.txt: one paragraph
+    book = model.calls[-1].system  # a lone call: the short examples, question and long answer
+    assert book.count("Long answer: ") >= 4 and "Evidence:" not in book and "DQ 1:" not in book
     agent.run(QUESTION, method="closed_book", llm=name, max_tokens=64)
     assert model.calls[-1].kwargs["max_tokens"] == 64  # the run's cap still bounds every call

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 import statistics
 import tempfile
@@ -9,6 +10,8 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
+
+import numpy as np
 
 from agent.errors import ConfigError
 from agent.eval.datasets import load_examples
@@ -32,7 +35,111 @@ def ingest_rate(corpus: Path, sample: int = 512) -> dict[str, float]:
         settings = Settings(home=Path(tmp) / "home")
         first = ingest(part, "bench", settings=settings, progress=False)
         again = ingest(part, "bench", settings=settings, progress=False)
-    return {"passages": first.added, "passages_per_s": round(first.passages_per_s, 1), "rerun_s": again.seconds}
+    return {
+        "passages": first.added,
+        "passages_per_s": round(first.passages_per_s, 1),
+        "rerun_s": again.seconds,
+        "backend": first.backend,
+    }
+
+
+BACKENDS = ("onnx", "torch")
+
+
+def ingest_suite(
+    corpus: Path,
+    dataset: Path,
+    limit: int | None = None,
+    vectors: Path | None = None,
+    chunk: int = 128,
+    log: Callable[[str], None] = print,
+) -> dict[str, Any]:
+    """Both embedding backends over the same passages (the first ``limit``, default all) in ingest's batches, taking
+    turns per batch so both see the same machine load: passages/s each, their vectors' cosine agreement and, on the
+    ASQA corpus with no passage left out, each one's dense top-5 MRecall@5 on the dev questions beside it (exact
+    search over in-memory vectors; no stored collection is touched). With ``vectors`` (a folder) each batch's vectors
+    and seconds are kept there and a re-run resumes, so the slow torch pass can be split over several runs."""
+    from tqdm import tqdm
+
+    from agent.eval.metrics import mrecall_at_k
+    from agent.retrieval.embeddings import embed, model_path, usable
+    from agent.retrieval.ingest import read_corpus
+    from agent.retrieval.onnx_encoder import model_file
+    from agent.retrieval.store import content_id
+    from agent.schemas import titled_text
+    from agent.settings import get_settings
+
+    records = list({content_id(r.title, r.text): r for r in read_corpus(corpus)}.values())[:limit]
+    texts = [titled_text(r.title, r.text) for r in records]
+    if usable("onnx") != "onnx":
+        raise ConfigError("the ONNX encoder is unavailable (see the warning above): nothing to compare torch with")
+    for backend in BACKENDS:
+        embed(["load the encoder before timing"] * 16, backend=backend)
+    export = model_file(model_path(), get_settings().model_dir).name  # names the weights and the export recipe
+    key = hashlib.sha256(json.dumps([[content_id(r.title, r.text) for r in records], export]).encode()).hexdigest()
+    folder = vectors / key[:16] if vectors else None
+    done = _batches_done(folder)
+    initial = sum(len(b["onnx"]) for b in done.values())
+    bar = tqdm(total=len(texts), initial=initial, unit="passage", desc="embedding with onnx and torch in turns")
+    for start in range(0, len(texts), chunk):
+        if start in done:
+            continue
+        batch, got, seconds = texts[start : start + chunk], {}, {}
+        for backend in BACKENDS if (start // chunk) % 2 == 0 else BACKENDS[::-1]:
+            began = time.perf_counter()
+            got[backend] = embed(batch, backend=backend)
+            seconds[backend] = time.perf_counter() - began
+        done[start] = got | {"seconds": np.array([seconds[b] for b in BACKENDS])}
+        if folder:
+            _save_batch(folder, start, done[start])
+        bar.update(len(batch))
+        bar.set_postfix_str(", ".join(f"{b} {bar.n / s:.1f}/s" for b, s in _seconds(done).items()))
+    bar.close()
+    matrices = {b: np.concatenate([done[s][b] for s in sorted(done)]) for b in BACKENDS}
+    totals = _seconds(done)
+    agreement = np.sum(matrices["onnx"] * matrices["torch"], axis=1)
+    report: dict[str, Any] = {
+        "passages": len(texts),
+        **{b: {"passages_per_s": round(len(texts) / totals[b], 1), "seconds": round(totals[b], 1)} for b in BACKENDS},
+        "speedup": round(totals["torch"] / totals["onnx"], 2),
+        "cosine_mean": round(float(agreement.mean()), 5),
+        "cosine_min": round(float(agreement.min()), 5),
+    }
+    beside = corpus.resolve().parent == dataset.resolve().parent
+    examples = [e for e in load_examples(dataset) if e.qa_pairs] if beside and limit is None else []
+    if examples:
+        log(f"MRecall@5 on {len(examples)} questions, dense top-5 over {len(texts):,} passages …")
+        for backend in BACKENDS:
+            similarity = embed([e.question for e in examples], backend=backend) @ matrices[backend].T
+            top = np.argsort(-similarity, axis=1, kind="stable")[:, :5]
+            hits = [mrecall_at_k([texts[i] for i in row], e.short_answers, 5) for row, e in zip(top, examples)]
+            report[backend]["mrecall@5"] = round(statistics.fmean(hits), 4)
+        report["questions"] = len(examples)
+    return report
+
+
+def _seconds(done: dict[int, dict[str, np.ndarray]]) -> dict[str, float]:
+    """Each backend's embedding seconds over the batches done."""
+    return dict(zip(BACKENDS, np.sum([b["seconds"] for b in done.values()], axis=0).tolist()))
+
+
+def _batches_done(folder: Path | None) -> dict[int, dict[str, np.ndarray]]:
+    """Batches a previous run of the same passages and recipe kept: start → onnx and torch vectors, seconds."""
+    if not folder or not folder.is_dir():
+        return {}
+    done = {}
+    for path in folder.glob("batch-*.npz"):
+        with np.load(path) as saved:
+            done[int(path.stem.split("-")[1])] = {name: saved[name] for name in (*BACKENDS, "seconds")}
+    return done
+
+
+def _save_batch(folder: Path, start: int, arrays: dict[str, np.ndarray]) -> None:
+    folder.mkdir(parents=True, exist_ok=True)
+    tmp = folder / f".batch-{start}.tmp"
+    with tmp.open("wb") as f:
+        np.savez(f, **arrays)
+    tmp.replace(folder / f"batch-{start}.npz")  # a run stopped mid-write leaves no half batch behind
 
 
 def retrieval_latency(collection: str, questions: list[str], k: int = 5) -> dict[str, float]:
@@ -299,10 +406,14 @@ def run_bench(
     record: Path | None = None,
     first_stages: tuple[str, ...] = FIRST_STAGES,
     rerankers: tuple[str, ...] = RERANKERS,
+    vectors: Path | None = None,
 ) -> dict[str, Any]:
-    """``all``: today's figures; ``retrieval``: every first stage × re-ranker on the first ``limit`` questions."""
+    """``all``: today's figures; ``retrieval``: every first stage × re-ranker on the first ``limit`` questions;
+    ``ingest``: both embedding backends on the first ``limit`` passages (``ingest_suite``)."""
     from agent.retrieval.ingest import ingest
 
+    if suite == "ingest":
+        return {"ingest": ingest_suite(corpus, dataset, limit, vectors, log=log)}
     examples = load_examples(dataset, limit)
     results: dict[str, Any] = {}
     if suite == "retrieval":
@@ -313,7 +424,7 @@ def run_bench(
         )
         return results
     if suite != "all":
-        raise ConfigError(f"unknown suite '{suite}': use all or retrieval")
+        raise ConfigError(f"unknown suite '{suite}': use all, retrieval or ingest")
     log("ingest rate …")
     results["ingest"] = ingest_rate(corpus)
     report = ingest(corpus, collection, progress=True)  # idempotent: a stored corpus costs one id lookup
@@ -339,9 +450,21 @@ def run_bench(
 def format_bench(results: dict[str, Any]) -> str:
     lines = ["## bench", ""]
     i = results.get("ingest")
-    if i:
+    if i and "onnx" in i:
         lines.append(
-            f"- ingest: {i['passages_per_s']} passages/s ({i['passages']} passages); unchanged re-run {i['rerun_s']} s"
+            f"- embedding {i['passages']:,} passages: onnx (INT8) {i['onnx']['passages_per_s']} passages/s, torch "
+            f"{i['torch']['passages_per_s']} passages/s ({i['speedup']}×); cosine onnx vs torch mean "
+            f"{i['cosine_mean']}, min {i['cosine_min']}"
+        )
+        if "questions" in i:
+            lines.append(
+                f"- dense MRecall@5 on {i['questions']} questions: onnx {i['onnx']['mrecall@5']:.3f}, torch "
+                f"{i['torch']['mrecall@5']:.3f}"
+            )
+    elif i:
+        lines.append(
+            f"- ingest ({i.get('backend', 'torch')}): {i['passages_per_s']} passages/s ({i['passages']} passages); "
+            f"unchanged re-run {i['rerun_s']} s"
         )
     r = results.get("retrieval")
     if r:

@@ -20,6 +20,8 @@ from langchain_core.messages import AIMessage, BaseMessage
 from langchain_core.outputs import ChatGeneration, ChatResult
 from pydantic import ConfigDict, Field, PrivateAttr
 
+from agent.text import PASSAGES_HEADING
+
 
 @dataclass
 class ScriptedCall:
@@ -148,8 +150,6 @@ def _question(call: ScriptedCall) -> str:
 def _retrieved(call: ScriptedCall) -> str:
     """The call's own passages: after the shared context's heading (not the worked examples' evidence), else the
     per-call part."""
-    from agent.steps.casebook import PASSAGES_HEADING
-
     _, heading, passages = call.system.rpartition(PASSAGES_HEADING)
     return passages if heading else call.user
 

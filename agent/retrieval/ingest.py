@@ -18,7 +18,7 @@ from typing import Any
 from pydantic import BaseModel, ValidationError
 
 from agent.errors import IngestError
-from agent.retrieval.embeddings import MiniLMEmbeddingFunction, embed
+from agent.retrieval.embeddings import Backend, MiniLMEmbeddingFunction, collection_backend, embed, usable
 from agent.retrieval.store import PAGE_SIZE, content_id, get_client
 from agent.schemas import titled_text
 from agent.settings import Settings, get_settings
@@ -39,6 +39,7 @@ class IngestReport(BaseModel):
     seconds: float
     updated: int = 0  # of the added: new versions of passages already stored under the same id
     removed: int = 0  # old versions replaced, and with prune, passages that left the file
+    backend: Backend = "torch"  # the encoder the collection is embedded with
 
     @property
     def passages_per_s(self) -> float:
@@ -124,7 +125,9 @@ def ingest(
     with _one_ingest_at_a_time(settings, collection):
         client = get_client(settings)
         coll = client.get_or_create_collection(
-            collection, embedding_function=MiniLMEmbeddingFunction(), configuration={"hnsw": {"space": "cosine"}}
+            collection,
+            embedding_function=MiniLMEmbeddingFunction(usable(settings.embeddings)),  # recorded when it is new
+            configuration={"hnsw": {"space": "cosine"}},
         )
         stored = _stored(coll)
         todo = [k for k in unique if k not in stored]
@@ -133,7 +136,8 @@ def ingest(
         stale = [
             k for k, doc in stored.items() if k not in unique and (doc in changed or (prune and doc not in in_file))
         ]
-        added = _add(coll, [(k, unique[k]) for k in todo], batch_size, progress, collection)
+        backend = collection_backend(coll)
+        added = _add(coll, [(k, unique[k]) for k in todo], backend, batch_size, progress)
         for i in range(0, len(stale), PAGE_SIZE):  # after the new versions are in: a reader never sees a gap
             coll.delete(ids=stale[i : i + PAGE_SIZE])
     stored_docs = set(stored.values())
@@ -145,15 +149,17 @@ def ingest(
         seconds=round(time.perf_counter() - start, 3),
         updated=sum(unique[k].id in stored_docs for k in todo),
         removed=len(stale),
+        backend=backend,
     )
 
 
-def _add(coll: Any, items: list[tuple[str, CorpusRecord]], batch_size: int, progress: bool, name: str) -> int:
+def _add(coll: Any, items: list[tuple[str, CorpusRecord]], backend: Backend, batch_size: int, progress: bool) -> int:
+    """Embed with the collection's own backend (an existing collection keeps the one it was built with) and store."""
     bar = None
     if progress and items:
         from tqdm import tqdm
 
-        bar = tqdm(total=len(items), unit="passage", desc=f"ingest → {name}")
+        bar = tqdm(total=len(items), unit="passage", desc=f"ingest → {coll.name} ({backend})")
     added = 0
     try:
         for i in range(0, len(items), batch_size):
@@ -161,7 +167,7 @@ def _add(coll: Any, items: list[tuple[str, CorpusRecord]], batch_size: int, prog
             coll.add(
                 ids=[k for k, _ in batch],
                 documents=[r.text for _, r in batch],
-                embeddings=list(embed([titled_text(r.title, r.text) for _, r in batch])),
+                embeddings=list(embed([titled_text(r.title, r.text) for _, r in batch], backend=backend)),
                 metadatas=[{"doc_id": r.id, "title": r.title, "source": r.source} for _, r in batch],
             )
             added += len(batch)

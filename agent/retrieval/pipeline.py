@@ -17,7 +17,6 @@ import numpy as np
 
 from agent.errors import ConfigError
 from agent.retrieval.bm25 import bm25_index
-from agent.retrieval.embeddings import embed
 from agent.retrieval.rerank import Scorer, rerank
 from agent.retrieval.scorers import get_scorer
 from agent.retrieval.store import Store
@@ -98,7 +97,7 @@ def rank_pool(
     the options' one) over the top ``depth``."""
     if not pool:
         return []
-    similarity = store.embeddings(pool) @ embed([query])[0]
+    similarity = store.embeddings(pool) @ store.embed([query])[0]
     scorer = scorer or options.scorer()
     order = np.argsort(-similarity, kind="stable")[: k if scorer is None else max(k, options.depth)]
     ranked = [pool[i].model_copy(update={"score": round(float(similarity[i]), 6)}) for i in order]

@@ -14,7 +14,7 @@ from urllib.parse import urlparse
 import numpy as np
 
 from agent.errors import CollectionError
-from agent.retrieval.embeddings import EMBEDDING_DIM, embed
+from agent.retrieval.embeddings import EMBEDDING_DIM, collection_backend, embed
 from agent.schemas import Passage
 from agent.settings import Settings, get_settings
 
@@ -88,14 +88,20 @@ def _registered(path: Path, ttl: float = 5.0) -> str | None:
 
 
 class Store:
-    """Search and read one collection; passages come back as ``Passage`` with cosine similarity scores."""
+    """Search and read one collection; passages come back as ``Passage`` with cosine similarity scores. Queries are
+    embedded with the backend that embedded the collection."""
 
     def __init__(self, collection: Collection):
         self.collection = collection
         self.name = collection.name
+        self.backend = collection_backend(collection)
 
     def count(self) -> int:
         return self.collection.count()
+
+    def embed(self, texts: list[str]) -> np.ndarray:
+        """``texts`` embedded like this collection's passages (its recorded backend), to compare with them."""
+        return embed(texts, backend=self.backend)
 
     def search(self, query: str, k: int) -> list[Passage]:
         return self.search_many([query], k)[0]
@@ -106,7 +112,9 @@ class Store:
             return []
         k = max(1, min(k, self.count()))
         result = self.collection.query(
-            query_embeddings=list(embed(queries)), n_results=k, include=["documents", "metadatas", "distances"]
+            query_embeddings=list(self.embed(queries)),
+            n_results=k,
+            include=["documents", "metadatas", "distances"],
         )
         return [
             [

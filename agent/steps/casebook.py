@@ -6,7 +6,8 @@ its own demonstrations first (the papers' layout), consecutive calls share nothi
 examples and passages again. Here a demonstration shows every field the method's prompts need — a pool question with
 its evidence, gold disambiguations and human long answer, and for DIVA also the ambiguity reason, types and readings
 — so that I_a, I_p, verification, I_e, I_g and I_l all read the same examples (the papers' k nearest, from the
-few-shot pool only) and differ only in the instruction that follows.
+few-shot pool only) and differ only in the instruction that follows. A method whose only call is I_l (closed book)
+gets the short form, question and long answer, since nothing after it would reuse the rest.
 """
 
 from __future__ import annotations
@@ -18,11 +19,10 @@ from typing import Literal
 from agent.schemas import Passage
 from agent.steps.ambiguity import AmbiguityDemo, demos_for
 from agent.steps.fewshot import PoolExample, Shots, fit_examples, load_demos, pool_demos
-from agent.text import render_pairs, render_passages
+from agent.text import PASSAGES_HEADING, render_pairs, render_passages
 
-Source = Literal["pool", "ambiguity"]
+Source = Literal["pool", "ambiguity", "answers"]
 CALL_ROOM = 1300  # estimated tokens a call keeps free after the casebook: passages, instruction, per-call part
-PASSAGES_HEADING = "Passages retrieved for the question:"
 
 _HEADINGS: dict[Source, str] = {
     "pool": "Worked examples. Each shows an ambiguous question, evidence passages about it, its disambiguated "
@@ -30,6 +30,7 @@ _HEADINGS: dict[Source, str] = {
     "ambiguity": "Worked examples. Each shows an ambiguous question, the reason it is ambiguous (##Reason) and its "
     "ambiguity types (##Answer), its readings, evidence passages about it, its disambiguated questions (DQ) with short "
     "answers (DA), and a long answer that covers every reading.",
+    "answers": "Worked examples. Each shows an ambiguous question and a long answer that covers every reading.",
 }
 
 
@@ -39,9 +40,12 @@ class Case:
 
     example: PoolExample
     typing: AmbiguityDemo | None = None
+    answer_only: bool = False  # a lone closed-book call needs no evidence, pairs or typing
 
     def render(self, words: int) -> str:
         lines = [f"Question: {self.example.question}"]
+        if self.answer_only:
+            return "\n".join([*lines, f"Long answer: {self.example.long_answer}"])
         if self.typing:
             types = ", ".join(f"[{t}]" for t in self.typing.types)
             readings = "\n".join(f"{i}: {q}" for i, q in enumerate(self.typing.interpretations, 1))
@@ -61,8 +65,8 @@ def _pool_by_id() -> dict[str, PoolExample]:
 
 def cases(question: str, shots: Shots, source: Source) -> list[Case]:
     """The k demonstrations nearest to ``question`` (or the first k, ``fixed``), most similar last."""
-    if source == "pool":
-        return [Case(row) for row in pool_demos(question, shots)]
+    if source != "ambiguity":
+        return [Case(row, answer_only=source == "answers") for row in pool_demos(question, shots)]
     pool = _pool_by_id()
     return [Case(pool[demo.pool_id], demo) for demo in demos_for(question, shots)]
 

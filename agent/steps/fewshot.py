@@ -25,7 +25,7 @@ from pydantic import BaseModel, Field, ValidationError
 from agent.errors import ConfigError
 from agent.llm.prompts import estimate_tokens
 from agent.resources import data_file
-from agent.retrieval.embeddings import embed
+from agent.retrieval.embeddings import Backend, embed, usable
 from agent.schemas import Passage, QAPair
 from agent.settings import get_settings
 
@@ -93,14 +93,14 @@ def load_demos(name: str, model: type[D]) -> tuple[D, ...]:
 
 
 @cache
-def _question_vectors(name: str, model: type[D]) -> np.ndarray:
-    """Embeddings of the demos' questions, computed once and cached under ``$AMBIGQA_HOME/fewshot``."""
+def _question_vectors(name: str, model: type[D], backend: Backend) -> np.ndarray:
+    """Embeddings of the demos' questions, computed once per backend and cached under ``$AMBIGQA_HOME/fewshot``."""
     questions = [demo.question for demo in load_demos(name, model)]
     digest = hashlib.sha256("\n".join(questions).encode()).hexdigest()[:16]
-    path = get_settings().home / "fewshot" / f"{name}-{digest}.npy"
+    path = get_settings().home / "fewshot" / f"{name}-{backend}-{digest}.npy"
     if path.is_file():
         return np.load(path)
-    vectors = embed(questions)
+    vectors = embed(questions, backend=backend)
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_suffix(f".tmp-{os.getpid()}.npy")  # processes warming the cache together never share a file
     np.save(tmp, vectors)
@@ -115,7 +115,8 @@ def select_demos(question: str, name: str, model: type[D], k: int, selection: Se
         return []
     if selection == "fixed":
         return list(demos[:k])
-    similarity = _question_vectors(name, model) @ embed([question])[0]
+    backend = usable(get_settings().embeddings)
+    similarity = _question_vectors(name, model, backend) @ embed([question], backend=backend)[0]
     nearest = np.argsort(-similarity, kind="stable")[:k]
     return [demos[i] for i in reversed(nearest)]
 

@@ -420,9 +420,14 @@ def bench(
         0, "--nar-offset", min=0, help="skip this many questions first (to split a long ASU run)"
     ),
     suite: str = typer.Option(
-        "all", "--suite", help="all (the figures above) | retrieval (every first stage × re-ranker, MRecall@5, p50)"
+        "all",
+        "--suite",
+        help="all (the figures above) | retrieval (every first stage × re-ranker, MRecall@5, p50) | ingest (onnx vs "
+        "torch embeddings: passages/s, MRecall@5)",
     ),
-    limit: int | None = typer.Option(None, "--limit", min=1, help="retrieval suite: first N questions (default all)"),
+    limit: int | None = typer.Option(
+        None, "--limit", min=1, help="retrieval suite: first N questions; ingest suite: first N passages (default all)"
+    ),
     depth: int | None = typer.Option(None, "--depth", min=1, help="retrieval suite: passages each re-ranker scores"),
     first_stages: str = typer.Option("dense,bm25,hybrid", "--first-stages", help="retrieval suite: first stages"),
     rerankers: str = typer.Option("none,cross-encoder,colbert", "--rerankers", help="retrieval suite: re-rankers"),
@@ -431,7 +436,10 @@ def bench(
     data also SUNAR's recall@10 for BM25 vs NAR (and NAR with ASU given --asu-llm). With --out, the recall figures
     of each question go to OUT's .nar.jsonl as they come, and a re-run resumes from there. ``--suite retrieval``
     measures MRecall@5 and answer coverage, vanilla and oracle-diversified, with p50 latency, for dense / BM25 /
-    hybrid × no re-ranker / cross-encoder / ColBERT; with --out each configuration goes to OUT's .retrieval.jsonl."""
+    hybrid × no re-ranker / cross-encoder / ColBERT; with --out each configuration goes to OUT's .retrieval.jsonl.
+    ``--suite ingest`` embeds the same passages with the ONNX INT8 and the torch encoder (passages/s each) and, on
+    the whole ASQA corpus, reports each one's MRecall@5; with --out the vectors go to OUT's .vectors/ and a re-run
+    resumes."""
     from agent.errors import AgentError
     from agent.eval.bench import format_bench, run_bench
 
@@ -442,6 +450,7 @@ def bench(
             nar_offset=nar_offset, nar_record=out.with_suffix(".nar.jsonl") if out else None, suite=suite,
             limit=limit, depth=depth, record=out.with_suffix(".retrieval.jsonl") if out else None,
             first_stages=tuple(_methods(first_stages)), rerankers=tuple(_methods(rerankers)),
+            vectors=out.with_suffix(".vectors") if out else None,
         )  # fmt: skip
     except AgentError as exc:
         _fail(str(exc))
