@@ -60,8 +60,3 @@ def render(name: str, system_suffix: str = "", context: str = "", **variables: s
     if context:
         return [SystemMessage(context), HumanMessage(f"{instruction}\n\n{user}")]
     return [SystemMessage(instruction), HumanMessage(user)]
-
-
-def prompt_tokens(name: str, **variables: str) -> int:
-    """Estimated tokens of the rendered prompt (chat-template tokens aside)."""
-    return sum(estimate_tokens(str(message.content)) for message in render(name, **variables))
