@@ -13,7 +13,7 @@ gets the short form, question and long answer, since nothing after it would reus
 from __future__ import annotations
 
 from dataclasses import dataclass
-from functools import cache
+from functools import cache, lru_cache
 from typing import Literal
 
 from agent.schemas import Passage
@@ -71,6 +71,7 @@ def cases(question: str, shots: Shots, source: Source) -> list[Case]:
     return [Case(pool[demo.pool_id], demo) for demo in demos_for(question, shots)]
 
 
+@lru_cache(maxsize=256)  # every node of a question asks for it: select and fit the demonstrations once
 def casebook(question: str, shots: Shots, source: Source = "pool") -> str:
     """The worked examples every prompt of ``question`` starts with: within the prompt budget less ``CALL_ROOM``
     (demo passages shortened first, then the least similar demos dropped); empty without demonstrations."""
