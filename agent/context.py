@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Mapping
 from typing import Any, TypeVar
 
@@ -70,6 +71,10 @@ class RunContext(BaseModel):
     def casebook(self, question: str, source: Source = "pool") -> str:
         """The worked examples every prompt about ``question`` starts with (``agent.steps.casebook``)."""
         return casebook(question, self.shots(), source)
+
+    async def acasebook(self, question: str, source: Source = "pool") -> str:
+        """``casebook`` from a coroutine: built on a worker thread (it may read the demo store and embed)."""
+        return await asyncio.to_thread(self.casebook, question, source)
 
     def retrieval(self) -> RetrievalOptions:
         return RetrievalOptions(first_stage=self.first_stage, reranker=self.reranker, depth=self.rerank_depth)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import contextvars
 import time
 from collections.abc import Callable, Iterator
@@ -139,8 +140,8 @@ async def arun(
 ) -> RunResult:
     """``run`` for an event loop: concurrent questions with ``asyncio.gather`` leave the loop free while they run.
 
-    The graph streams asynchronously; its nodes call the LLM synchronously on LangGraph's worker threads (the
-    concurrency within a method, e.g. DIVA's verification fan-out, is unchanged).
+    The graph streams asynchronously and its LLM nodes are awaited on this loop (``agent.nodes``); retrieval nodes run
+    on LangGraph's worker threads.
     """
     question = validate_question(question)
     graph = load_graph(method)
@@ -149,10 +150,14 @@ async def arun(
         record = _Run(question, method, graph, on_node)
         config = {"callbacks": callbacks} if callbacks else None
         modes = ["updates", "values"]
-        async for namespace, mode, chunk in graph.astream(
-            {"question": question}, config, context=context, stream_mode=modes, subgraphs=True
-        ):
-            record.feed(namespace, mode, chunk)
+
+        async def consume() -> None:
+            async for namespace, mode, chunk in graph.astream(
+                {"question": question}, config, context=context, stream_mode=modes, subgraphs=True
+            ):
+                record.feed(namespace, mode, chunk)
+
+        await asyncio.create_task(consume(), context=contextvars.Context())  # a fresh context, as ``_stream`` says
     return record.result()
 
 

@@ -7,19 +7,20 @@ from langgraph.runtime import Runtime
 
 from agent.context import RunContext, context_of
 from agent.llm.calls import usage_update
+from agent.nodes import llm_node
 from agent.state import AnswerOutput, AnswerState, QuestionInput
 from agent.steps.rac import closed_book
 
 
-def answer(state: AnswerState, runtime: Runtime[RunContext]) -> dict:
+async def answer(state: AnswerState, runtime: Runtime[RunContext]) -> dict:
     ctx = context_of(runtime, RunContext)
-    book = ctx.casebook(state["question"], "answers")  # one call: no prefix to share, the short examples suffice
-    reply = closed_book(state["question"], ctx.llm_options(), book)
+    book = await ctx.acasebook(state["question"], "answers")  # one call: no prefix to share, the short examples suffice
+    reply = await closed_book(state["question"], ctx.llm_options(), book)
     return {"answer": reply.value, "disambiguations": [], "passages": [], "usage": usage_update(reply)}
 
 
 builder = StateGraph(AnswerState, input_schema=QuestionInput, output_schema=AnswerOutput, context_schema=RunContext)
-builder.add_node("answer", answer)
+builder.add_node("answer", llm_node(answer))
 builder.add_edge(START, "answer")
 builder.add_edge("answer", END)
 graph = builder.compile(name="closed_book")

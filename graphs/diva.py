@@ -15,8 +15,9 @@ from langgraph.runtime import Runtime
 from pydantic import BaseModel, Field
 
 from agent.context import RunContext, context_of
-from agent.llm.calls import Reply, ask, run_concurrently, usage_update
+from agent.llm.calls import Reply, aask, gather_concurrently, usage_update
 from agent.llm.parsing import parse_yes_no
+from agent.nodes import llm_node
 from agent.retrieval.pipeline import MemoScorer, Reranker, first_stage, rank_pool
 from agent.schemas import AmbiguityType, Passage, YesNo
 from agent.state import AnswerOutput, QuestionInput
@@ -83,24 +84,24 @@ class DivaState(QuestionInput, DivaOutput, total=False):
     scored: list[ScoredPassage]  # P̃, the union of the interpretations' top-K, scored by Eq. 5 in prune
 
 
-def casebook(state: DivaState, ctx: DivaContext) -> str:
+async def casebook(state: DivaState, ctx: DivaContext) -> str:
     """The question's worked examples with their ambiguity annotation: the first part of every DIVA prompt, so each
     call after the first prefills only its own instruction (and verify the passages, once)."""
-    return ctx.casebook(state["question"], "ambiguity")
+    return await ctx.acasebook(state["question"], "ambiguity")
 
 
-def type_ambiguity(state: DivaState, runtime: Runtime[DivaContext]) -> dict:
+async def type_ambiguity(state: DivaState, runtime: Runtime[DivaContext]) -> dict:
     if state.get("ambiguity_types"):
         return {}
     ctx = context_of(runtime, DivaContext)
-    reply = classify_ambiguity(state["question"], ctx.llm_options(), casebook(state, ctx))
+    reply = await classify_ambiguity(state["question"], ctx.llm_options(), await casebook(state, ctx))
     return {"ambiguity_types": reply.value.types, "ambiguity_reason": reply.value.reason, "usage": usage_update(reply)}
 
 
-def interpret(state: DivaState, runtime: Runtime[DivaContext]) -> dict:
+async def interpret(state: DivaState, runtime: Runtime[DivaContext]) -> dict:
     ctx = context_of(runtime, DivaContext)
     question, reason = state["question"], state.get("ambiguity_reason", "")
-    reply = infer_interpretations(question, reason, ctx.llm_options(), casebook(state, ctx))  # Eq. 3
+    reply = await infer_interpretations(question, reason, ctx.llm_options(), await casebook(state, ctx))  # Eq. 3
     interpretations = reply.value[: ctx.max_interpretations] or [question]  # none inferred: the question itself
     return {"interpretations": interpretations, "usage": usage_update(reply)}
 
@@ -147,13 +148,13 @@ def grade_of(verdicts: list[Verification]) -> Grade:
     return "PartialUseful" if yes else "Useless"
 
 
-def verify(state: DivaState, runtime: Runtime[DivaContext]) -> dict:
+async def verify(state: DivaState, runtime: Runtime[DivaContext]) -> dict:
     ctx = context_of(runtime, DivaContext)
     options = ctx.llm_options()
-    context = shared_context(casebook(state, ctx), state["kept"])  # one prefix for every call (App. A.4.2)
+    context = shared_context(await casebook(state, ctx), state["kept"])  # one prefix for every call (App. A.4.2)
 
-    def check(interpretation: str) -> Reply[bool]:
-        return ask(
+    async def check(interpretation: str) -> Reply[bool]:
+        return await aask(
             "verify",
             options,
             parse=parse_yes_no,
@@ -164,7 +165,7 @@ def verify(state: DivaState, runtime: Runtime[DivaContext]) -> dict:
             interpretation=interpretation,
         )
 
-    replies = run_concurrently(check, state["interpretations"], ctx.max_concurrency)  # Eq. 7
+    replies = await gather_concurrently(check, state["interpretations"], ctx.max_concurrency)  # Eq. 7
     verdicts = [
         Verification(interpretation=q, verdict="Yes" if r.value else "No", parsed=r.parsed)
         for q, r in zip(state["interpretations"], replies)
@@ -172,22 +173,24 @@ def verify(state: DivaState, runtime: Runtime[DivaContext]) -> dict:
     return {"verdicts": verdicts, "grade": grade_of(verdicts), "usage": usage_update(*replies)}
 
 
-def rag_extract(state: DivaState, runtime: Runtime[DivaContext]) -> dict:
+async def rag_extract(state: DivaState, runtime: Runtime[DivaContext]) -> dict:
     ctx = context_of(runtime, DivaContext)
-    reply = rac.extract(state["question"], state["kept"], ctx.llm_options(), casebook(state, ctx))  # Eq. 1
+    reply = await rac.extract(state["question"], state["kept"], ctx.llm_options(), await casebook(state, ctx))  # Eq. 1
     return {"disambiguations": reply.value, "passages": state["kept"], "route": "rag", "usage": usage_update(reply)}
 
 
-def rag_generate(state: DivaState, runtime: Runtime[DivaContext]) -> dict:
+async def rag_generate(state: DivaState, runtime: Runtime[DivaContext]) -> dict:
     ctx = context_of(runtime, DivaContext)
     pairs, passages = state["disambiguations"], state["passages"]
-    reply = rac.generate(state["question"], pairs, passages, ctx.llm_options(), casebook(state, ctx))  # Eq. 2
+    reply = await rac.generate(
+        state["question"], pairs, passages, ctx.llm_options(), await casebook(state, ctx)
+    )  # Eq. 2
     return {"answer": reply.value, "usage": usage_update(reply)}
 
 
-def closed_book(state: DivaState, runtime: Runtime[DivaContext]) -> dict:
+async def closed_book(state: DivaState, runtime: Runtime[DivaContext]) -> dict:
     ctx = context_of(runtime, DivaContext)
-    reply = rac.closed_book(state["question"], ctx.llm_options(), casebook(state, ctx))  # LLM(q_i, I_l)
+    reply = await rac.closed_book(state["question"], ctx.llm_options(), await casebook(state, ctx))  # LLM(q_i, I_l)
     return {
         "answer": reply.value,
         "disambiguations": [],
@@ -205,14 +208,14 @@ def adapt(state: DivaState) -> Literal["rag_extract", "closed_book"]:
 def build(input_schema: type = QuestionInput) -> Any:
     """Compile DIVA; the router compiles it with ``TypedQuestionInput`` to hand over the typing it already has."""
     builder = StateGraph(DivaState, input_schema=input_schema, output_schema=DivaOutput, context_schema=DivaContext)
-    builder.add_node("type_ambiguity", type_ambiguity)
-    builder.add_node("interpret", interpret)
+    builder.add_node("type_ambiguity", llm_node(type_ambiguity))
+    builder.add_node("interpret", llm_node(interpret))
     builder.add_node("retrieve", retrieve)
     builder.add_node("prune", prune)
-    builder.add_node("verify", verify)
-    builder.add_node("rag_extract", rag_extract)
-    builder.add_node("rag_generate", rag_generate)
-    builder.add_node("closed_book", closed_book)
+    builder.add_node("verify", llm_node(verify))
+    builder.add_node("rag_extract", llm_node(rag_extract))
+    builder.add_node("rag_generate", llm_node(rag_generate))
+    builder.add_node("closed_book", llm_node(closed_book))
     builder.add_edge(START, "type_ambiguity")
     builder.add_edge("type_ambiguity", "interpret")
     builder.add_edge("interpret", "retrieve")

@@ -10,6 +10,7 @@ from pydantic import Field
 
 from agent.context import RunContext, context_of
 from agent.llm.calls import usage_update
+from agent.nodes import llm_node
 from agent.retrieval.pipeline import search
 from agent.state import AnswerOutput, AnswerState, QuestionInput
 from agent.steps.rac import extract, generate
@@ -25,23 +26,25 @@ def retrieve(state: AnswerState, runtime: Runtime[RagContext]) -> dict:
     return {"passages": found, "retrieved": found}
 
 
-def rag_extract(state: AnswerState, runtime: Runtime[RagContext]) -> dict:
+async def rag_extract(state: AnswerState, runtime: Runtime[RagContext]) -> dict:
     ctx = context_of(runtime, RagContext)
-    reply = extract(state["question"], state["passages"], ctx.llm_options(), ctx.casebook(state["question"]))
+    reply = await extract(
+        state["question"], state["passages"], ctx.llm_options(), await ctx.acasebook(state["question"])
+    )
     return {"disambiguations": reply.value, "usage": usage_update(reply)}
 
 
-def rag_generate(state: AnswerState, runtime: Runtime[RagContext]) -> dict:
+async def rag_generate(state: AnswerState, runtime: Runtime[RagContext]) -> dict:
     ctx = context_of(runtime, RagContext)
-    book = ctx.casebook(state["question"])  # the same examples and passages as rag_extract: a cached prefix
-    reply = generate(state["question"], state["disambiguations"], state["passages"], ctx.llm_options(), book)
+    book = await ctx.acasebook(state["question"])  # the same examples and passages as rag_extract: a cached prefix
+    reply = await generate(state["question"], state["disambiguations"], state["passages"], ctx.llm_options(), book)
     return {"answer": reply.value, "usage": usage_update(reply)}
 
 
 builder = StateGraph(AnswerState, input_schema=QuestionInput, output_schema=AnswerOutput, context_schema=RagContext)
 builder.add_node("retrieve", retrieve)
-builder.add_node("rag_extract", rag_extract)
-builder.add_node("rag_generate", rag_generate)
+builder.add_node("rag_extract", llm_node(rag_extract))
+builder.add_node("rag_generate", llm_node(rag_generate))
 builder.add_edge(START, "retrieve")
 builder.add_edge("retrieve", "rag_extract")
 builder.add_edge("rag_extract", "rag_generate")

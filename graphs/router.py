@@ -8,6 +8,7 @@ type_ambiguity → N/A: rag │ ambiguous: the configured method (closed_book, r
 
 from __future__ import annotations
 
+import asyncio
 import contextvars
 from typing import Any, Literal, get_args
 
@@ -18,8 +19,9 @@ from langgraph.types import interrupt
 from pydantic import Field
 
 from agent.context import RunContext, context_of, make_context
-from agent.llm.calls import run_concurrently, usage_update
+from agent.llm.calls import gather_concurrently, usage_update
 from agent.llm.usage import merge_usage
+from agent.nodes import llm_node
 from agent.schemas import AmbiguityType, Disambiguation, Passage, UsageReport
 from agent.state import AnswerOutput, QuestionInput
 from agent.steps.ambiguity import classify_ambiguity, infer_interpretations
@@ -60,9 +62,11 @@ class RouterState(QuestionInput, RouterOutput, total=False):
     pass
 
 
-def type_ambiguity(state: RouterState, runtime: Runtime[RouterContext]) -> dict:
+async def type_ambiguity(state: RouterState, runtime: Runtime[RouterContext]) -> dict:
     ctx = context_of(runtime, RouterContext)
-    reply = classify_ambiguity(state["question"], ctx.llm_options(), ctx.casebook(state["question"], "ambiguity"))
+    reply = await classify_ambiguity(
+        state["question"], ctx.llm_options(), await ctx.acasebook(state["question"], "ambiguity")
+    )
     return {"ambiguity_types": reply.value.types, "ambiguity_reason": reply.value.reason, "usage": usage_update(reply)}
 
 
@@ -70,22 +74,22 @@ def delegate(method: Method) -> Any:
     """The node that answers with ``method``'s graph, run as a subgraph of this run (its nodes stream with ours)."""
     subgraph = METHOD_GRAPHS[method]
 
-    def answer(state: RouterState, runtime: Runtime[RouterContext]) -> dict:
+    async def answer(state: RouterState, runtime: Runtime[RouterContext]) -> dict:
         ctx = context_of(runtime, RouterContext)
         typing = {k: state[k] for k in ("ambiguity_types", "ambiguity_reason") if k in state}
-        result = subgraph.invoke(
+        result = await subgraph.ainvoke(
             {"question": state["question"], **typing}, context=make_context(subgraph.context_schema, ctx)
         )
         return {**{k: result[k] for k in CONTRACT if k in result}, "route": method}
 
     answer.__name__ = method
-    return answer
+    return llm_node(answer)
 
 
-def interpret(state: RouterState, runtime: Runtime[RouterContext]) -> dict:
+async def interpret(state: RouterState, runtime: Runtime[RouterContext]) -> dict:
     ctx = context_of(runtime, RouterContext)
-    book = ctx.casebook(state["question"], "ambiguity")
-    reply = infer_interpretations(state["question"], state.get("ambiguity_reason", ""), ctx.llm_options(), book)
+    book = await ctx.acasebook(state["question"], "ambiguity")
+    reply = await infer_interpretations(state["question"], state.get("ambiguity_reason", ""), ctx.llm_options(), book)
     return {
         "interpretations": reply.value[: ctx.max_interpretations] or [state["question"]],
         "usage": usage_update(reply),
@@ -105,17 +109,18 @@ def clarify(state: RouterState) -> dict:
     return {"chosen": chosen or options, "route": "clarify"}
 
 
-def _rag_detached(question: str, ctx: RouterContext) -> dict[str, Any]:
-    """RAG outside this run: concurrent subgraphs of one node would share a checkpoint namespace."""
+async def _rag_detached(question: str, ctx: RouterContext) -> dict[str, Any]:
+    """RAG outside this run (a task in an empty context): concurrent subgraphs of one node would share a checkpoint
+    namespace."""
     graph = METHOD_GRAPHS["rag"]
-    context = make_context(graph.context_schema, ctx)
-    return contextvars.Context().run(graph.invoke, {"question": question}, context=context)
+    run = graph.ainvoke({"question": question}, context=make_context(graph.context_schema, ctx))
+    return await asyncio.create_task(run, context=contextvars.Context())
 
 
-def answer_chosen(state: RouterState, runtime: Runtime[RouterContext]) -> dict:
+async def answer_chosen(state: RouterState, runtime: Runtime[RouterContext]) -> dict:
     """Each chosen interpretation has one reading: answer it with RAG (concurrently), then join the answers."""
     ctx = context_of(runtime, RouterContext)
-    results = run_concurrently(lambda q: _rag_detached(q, ctx), state["chosen"], ctx.max_concurrency)
+    results = await gather_concurrently(lambda q: _rag_detached(q, ctx), state["chosen"], ctx.max_concurrency)
     usage = UsageReport()
     passages: dict[str, Passage] = {}
     retrieved: dict[str, Passage] = {}
@@ -150,13 +155,13 @@ def build(checkpointer: BaseCheckpointSaver | None = None) -> Any:
     builder = StateGraph(
         RouterState, input_schema=QuestionInput, output_schema=RouterOutput, context_schema=RouterContext
     )
-    builder.add_node("type_ambiguity", type_ambiguity)
+    builder.add_node("type_ambiguity", llm_node(type_ambiguity))
     for method in get_args(Method):
         builder.add_node(method, delegate(method))
         builder.add_edge(method, END)
-    builder.add_node("interpret", interpret)
+    builder.add_node("interpret", llm_node(interpret))
     builder.add_node("clarify", clarify)
-    builder.add_node("answer_chosen", answer_chosen)
+    builder.add_node("answer_chosen", llm_node(answer_chosen))
     builder.add_edge(START, "type_ambiguity")
     builder.add_conditional_edges("type_ambiguity", route)
     builder.add_edge("interpret", "clarify")

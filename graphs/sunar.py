@@ -6,6 +6,7 @@ decompose → nar_retrieve → answer_sub → decompose … → meta_reason.
 
 from __future__ import annotations
 
+import asyncio
 from dataclasses import replace
 from typing import Literal
 
@@ -14,8 +15,9 @@ from langgraph.runtime import Runtime
 from pydantic import BaseModel, Field
 
 from agent.context import RunContext, context_of
-from agent.llm.calls import LLMOptions, Reply, ask, run_concurrently, usage_update
+from agent.llm.calls import LLMOptions, Reply, aask, ask, run_concurrently, usage_update
 from agent.llm.parsing import parse_self_ask, parse_short_answer
+from agent.nodes import llm_node
 from agent.retrieval.bm25 import bm25_index
 from agent.retrieval.nar import neighbourhood_rerank
 from agent.retrieval.neighbours import load_neighbours
@@ -86,13 +88,13 @@ def _facts(path: list[Hop]) -> str:
     return "\n".join(f"{h.sub_question} {h.answer}" for h in path) or "(none)"
 
 
-def decompose(state: SunarState, runtime: Runtime[SunarContext]) -> dict:
+async def decompose(state: SunarState, runtime: Runtime[SunarContext]) -> dict:
     ctx = context_of(runtime, SunarContext)
     path = state.get("reasoning_path", [])
     if len(path) >= ctx.max_hops:
         return {"sub_question": ""}
     fallback = (False, "") if path else (True, state["question"])  # unusable output: stop, or retrieve for the question
-    reply = ask(
+    reply = await aask(
         "sunar_decompose", ctx.short_options(), parse=parse_self_ask, fallback=fallback,
         question=state["question"], path=_self_ask_path(path),
     )  # fmt: skip
@@ -124,6 +126,8 @@ def _sample_answers(sub_question: str, batch: list[Passage], path: list[Hop], ct
 
 
 def nar_retrieve(state: SunarState, runtime: Runtime[SunarContext]) -> dict:
+    """NAR with ASU feedback. Synchronous: its LLM samples are asked from inside the re-ranking loop's callback, so
+    under the async API LangGraph runs it on a worker thread (its samples stay concurrent there)."""
     ctx = context_of(runtime, SunarContext)
     store = ctx.store()
     index = bm25_index(store)
@@ -156,11 +160,11 @@ def nar_retrieve(state: SunarState, runtime: Runtime[SunarContext]) -> dict:
     return update
 
 
-def answer_sub(state: SunarState, runtime: Runtime[SunarContext]) -> dict:
+async def answer_sub(state: SunarState, runtime: Runtime[SunarContext]) -> dict:
     ctx = context_of(runtime, SunarContext)
     top = state["ranked"][: ctx.answer_top_k]
     path = state.get("reasoning_path", [])
-    reply = ask(
+    reply = await aask(
         "sunar_answer_sub", ctx.short_options(), parse=parse_short_answer, fallback=UNKNOWN,
         passages=render_passages(top, ctx.passage_words), path=_facts(path), question=state["sub_question"],
     )  # fmt: skip
@@ -181,15 +185,19 @@ def answer_sub(state: SunarState, runtime: Runtime[SunarContext]) -> dict:
     }
 
 
-def meta_reason(state: SunarState, runtime: Runtime[SunarContext]) -> dict:
+async def meta_reason(state: SunarState, runtime: Runtime[SunarContext]) -> dict:
     """MER: re-rank the evidence of every hop against the original question, keep the top, answer from path + it."""
     ctx = context_of(runtime, SunarContext)
     pool = list({p.id: p for p in state.get("evidence", [])}.values())
-    ranked = rerank(state["question"], pool, len(pool), get_scorer(ctx.reranker))  # every hop's evidence, best first
+
+    def best_first() -> list[Passage]:  # every hop's evidence; on a worker thread (the scorer may load its model)
+        return rerank(state["question"], pool, len(pool), get_scorer(ctx.reranker))
+
+    ranked = await asyncio.to_thread(best_first)
     evidence = ranked[: ctx.evidence_k]
     path = state.get("reasoning_path", [])
     fallback = state.get("draft_answer") or (path[-1].answer if path else UNKNOWN)
-    reply = ask(
+    reply = await aask(
         "sunar_meta_reason", ctx.short_options(), parse=parse_short_answer, fallback=fallback,
         passages=render_passages(evidence, ctx.passage_words), path=_self_ask_path(path),
         question=state["question"],
@@ -198,10 +206,10 @@ def meta_reason(state: SunarState, runtime: Runtime[SunarContext]) -> dict:
 
 
 builder = StateGraph(SunarState, input_schema=QuestionInput, output_schema=SunarOutput, context_schema=SunarContext)
-builder.add_node("decompose", decompose)
+builder.add_node("decompose", llm_node(decompose))
 builder.add_node("nar_retrieve", nar_retrieve)
-builder.add_node("answer_sub", answer_sub)
-builder.add_node("meta_reason", meta_reason)
+builder.add_node("answer_sub", llm_node(answer_sub))
+builder.add_node("meta_reason", llm_node(meta_reason))
 builder.add_edge(START, "decompose")
 builder.add_conditional_edges("decompose", after_decompose)
 builder.add_edge("nar_retrieve", "answer_sub")

@@ -15,6 +15,7 @@ passage, as Sec. 3.2 and Tables 8-9 define it; the DQ itself is not shown. (The 
 
 from __future__ import annotations
 
+import asyncio
 from typing import Annotated, Literal
 
 import numpy as np
@@ -25,9 +26,10 @@ from pydantic import BaseModel, Field
 from typing_extensions import TypedDict
 
 from agent.context import RunContext, context_of
-from agent.llm.calls import ask, run_concurrently, usage_update
+from agent.llm.calls import Reply, aask, gather_concurrently, usage_update
 from agent.llm.parsing import parse_true_false
 from agent.llm.usage import merge_usage
+from agent.nodes import llm_node
 from agent.retrieval.embeddings import embed
 from agent.retrieval.pipeline import Reranker, first_stage, rank_pool
 from agent.schemas import Disambiguation, Passage, TrueFalse, UsageReport
@@ -139,31 +141,31 @@ def rerank(state: ExpandState, runtime: Runtime[TocContext]) -> dict:
     return {"context": rank_pool(ctx.store(), state["node"].question, pool, ctx.top_k, ctx.retrieval())}
 
 
-def clarify(state: ExpandState, runtime: Runtime[TocContext]) -> dict:
+async def clarify(state: ExpandState, runtime: Runtime[TocContext]) -> dict:
     """RAC (Sec. 3.1): DQ/DA pairs for the node's question from its top passages; none when no passage is left."""
     if not state["context"]:
         return {"children": [], "finished": [_expansion(state, [])]}
     ctx = context_of(runtime, TocContext)
-    book = ctx.casebook(state["root_question"])  # one set of examples for the whole tree: a shared prefix
-    reply = rac.extract(state["node"].question, state["context"], ctx.llm_options(), book)
+    book = await ctx.acasebook(state["root_question"])  # one set of examples for the whole tree: a shared prefix
+    reply = await rac.extract(state["node"].question, state["context"], ctx.llm_options(), book)
     children = [Clarification(**pair.model_dump()) for pair in reply.value]
     return {"children": children, "finished": [_expansion(state, children)], "usage": usage_update(reply)}
 
 
-def prune(state: ExpandState, runtime: Runtime[TocContext]) -> dict:
+async def prune(state: ExpandState, runtime: Runtime[TocContext]) -> dict:
     """Table 3: drop duplicates of nodes in the tree, then (``prune``) self-verify the rest concurrently."""
     ctx = context_of(runtime, TocContext)
     children = state["children"]
-    if ctx.deduplicate:
-        duplicate = duplicate_flags(children, state["known"], ctx.duplicate_similarity)
+    if ctx.deduplicate:  # embeddings: on a worker thread, as everything that may block
+        duplicate = await asyncio.to_thread(duplicate_flags, children, state["known"], ctx.duplicate_similarity)
         children = [c.model_copy(update={"pruned_by": "duplicate"}) if d else c for c, d in zip(children, duplicate)]
     to_verify = [c for c in children if not c.pruned_by] if ctx.prune else []
-    evidence = best_evidence(to_verify, state["root_pool"], ctx)
+    evidence = await asyncio.to_thread(best_evidence, to_verify, state["root_pool"], ctx)
     options = ctx.llm_options()
 
-    def verify(pair: tuple[Clarification, Passage]):
+    async def verify(pair: tuple[Clarification, Passage]) -> Reply[bool]:
         child, passage = pair
-        return ask(
+        return await aask(
             "toc_verify",
             options,
             parse=parse_true_false,
@@ -175,7 +177,7 @@ def prune(state: ExpandState, runtime: Runtime[TocContext]) -> dict:
             answer=child.answer,
         )
 
-    replies = run_concurrently(verify, list(zip(to_verify, evidence)), ctx.max_concurrency)
+    replies = await gather_concurrently(verify, list(zip(to_verify, evidence)), ctx.max_concurrency)
     rejected = {id(c) for c, r in zip(to_verify, replies) if not r.value}
     children = [c.model_copy(update={"pruned_by": "verification"}) if id(c) in rejected else c for c in children]
     update = {"usage": usage_update(*replies)} if replies else {}
@@ -230,8 +232,8 @@ def after_clarify(state: ExpandState, runtime: Runtime[TocContext]) -> Literal["
 
 expand_builder = StateGraph(ExpandState, input_schema=ExpandInput, context_schema=TocContext)
 expand_builder.add_node("rerank", rerank)
-expand_builder.add_node("clarify", clarify)
-expand_builder.add_node("prune", prune)
+expand_builder.add_node("clarify", llm_node(clarify))
+expand_builder.add_node("prune", llm_node(prune))
 expand_builder.add_edge(START, "rerank")
 expand_builder.add_edge("rerank", "clarify")
 expand_builder.add_conditional_edges("clarify", after_clarify, ["prune", END])
@@ -330,14 +332,16 @@ def explore(state: TocState) -> list[Send] | Literal["generate"]:
     ]
 
 
-def generate(state: TocState, runtime: Runtime[TocContext]) -> dict:
+async def generate(state: TocState, runtime: Runtime[TocContext]) -> dict:
     """Answer generation (Sec. 3.2, App. A.3): up to 10 valid pairs in BFS order, 5 answer-containing passages first."""
     ctx = context_of(runtime, TocContext)
     tree = undo_pruning(state["tree"], ctx.min_nodes)
     nodes = [n for n in tree[1:] if not n.pruned][: ctx.max_nodes]
     pairs = [Disambiguation(question=n.question, answer=n.answer, passage_ids=n.passage_ids) for n in nodes]
     passages = answer_passages(nodes, state["pool"], ctx.answer_passages)
-    reply = rac.generate(state["question"], pairs, passages, ctx.llm_options(), ctx.casebook(state["question"]))
+    reply = await rac.generate(
+        state["question"], pairs, passages, ctx.llm_options(), await ctx.acasebook(state["question"])
+    )
     return {
         "tree": tree,
         "answer": reply.value,
@@ -376,7 +380,7 @@ builder = StateGraph(TocState, input_schema=QuestionInput, output_schema=TocOutp
 builder.add_node("retrieve", retrieve)
 builder.add_node("expand", expand_graph)
 builder.add_node("grow", grow)
-builder.add_node("generate", generate)
+builder.add_node("generate", llm_node(generate))
 builder.add_edge(START, "retrieve")
 builder.add_conditional_edges("retrieve", explore, ["expand", "generate"])
 builder.add_edge("expand", "grow")

@@ -14,8 +14,9 @@ from langgraph.runtime import Runtime
 from pydantic import Field
 
 from agent.context import RunContext, context_of
-from agent.llm.calls import Reply, ask, run_concurrently, usage_update
+from agent.llm.calls import Reply, aask, gather_concurrently, usage_update
 from agent.llm.parsing import parse_execution, parse_long_answer, parse_query
+from agent.nodes import llm_node
 from agent.retrieval.embeddings import embed
 from agent.retrieval.pipeline import search
 from agent.schemas import Disambiguation, Execution, Passage
@@ -63,9 +64,11 @@ class VerdictState(QuestionInput, VerdictOutput, total=False):
     pass
 
 
-def relax(state: VerdictState, runtime: Runtime[VerdictContext]) -> dict:
+async def relax(state: VerdictState, runtime: Runtime[VerdictContext]) -> dict:
     options = context_of(runtime, VerdictContext).llm_options()
-    reply = ask("verdict_relax", options, parse=parse_query, fallback=state["question"], question=state["question"])
+    reply = await aask(
+        "verdict_relax", options, parse=parse_query, fallback=state["question"], question=state["question"]
+    )
     return {"relaxed_query": reply.value, "usage": usage_update(reply)}  # Eq. 6
 
 
@@ -75,12 +78,12 @@ def retrieve(state: VerdictState, runtime: Runtime[VerdictContext]) -> dict:
     return {"passages": universe, "retrieved": universe}
 
 
-def execute(state: VerdictState, runtime: Runtime[VerdictContext]) -> dict:
+async def execute(state: VerdictState, runtime: Runtime[VerdictContext]) -> dict:
     ctx = context_of(runtime, VerdictContext)
     options = ctx.llm_options()
 
-    def one(passage: Passage) -> Reply:  # Eq. 8: a single passage per call; instructions are the shared prefix
-        return ask(
+    async def one(passage: Passage) -> Reply:  # Eq. 8: a single passage per call; instructions are the shared prefix
+        return await aask(
             "verdict_execute",
             options,
             parse=parse_execution,
@@ -90,7 +93,7 @@ def execute(state: VerdictState, runtime: Runtime[VerdictContext]) -> dict:
             question=state["question"],
         )
 
-    replies = run_concurrently(one, state["passages"], ctx.max_concurrency)
+    replies = await gather_concurrently(one, state["passages"], ctx.max_concurrency)
     readings = [
         Disambiguation(question=r.value.question, answer=r.value.answer, passage_ids=[p.id])
         for p, r in zip(state["passages"], replies)
@@ -115,7 +118,7 @@ def consolidate(state: VerdictState, runtime: Runtime[VerdictContext]) -> dict:
     return {"disambiguations": [readings[i] for i in kept], "cluster_labels": labels}
 
 
-def answer(state: VerdictState, runtime: Runtime[VerdictContext]) -> dict:
+async def answer(state: VerdictState, runtime: Runtime[VerdictContext]) -> dict:
     ctx = context_of(runtime, VerdictContext)
     passages, pairs = state["passages"], state["disambiguations"]
     number = {p.id: i for i, p in enumerate(passages, 1)}  # citation [n] = n-th passage of the result
@@ -124,7 +127,7 @@ def answer(state: VerdictState, runtime: Runtime[VerdictContext]) -> dict:
     cite = [f"[{number[d.passage_ids[0]]}]" for d in pairs]
     shown = [d.model_copy(update={"answer": f"{d.answer} {c}"}) for d, c in zip(pairs, cite)]
     fallback = {"fallback": " ".join(f"{d.question} {d.answer}." for d in shown)} if shown else {}
-    reply = ask(
+    reply = await aask(
         "verdict_answer",
         ctx.llm_options(),
         parse=parse_long_answer,
@@ -141,11 +144,11 @@ def answer(state: VerdictState, runtime: Runtime[VerdictContext]) -> dict:
 builder = StateGraph(
     VerdictState, input_schema=QuestionInput, output_schema=VerdictOutput, context_schema=VerdictContext
 )
-builder.add_node("relax", relax)
+builder.add_node("relax", llm_node(relax))
 builder.add_node("retrieve", retrieve)
-builder.add_node("execute", execute)
+builder.add_node("execute", llm_node(execute))
 builder.add_node("consolidate", consolidate)
-builder.add_node("answer", answer)
+builder.add_node("answer", llm_node(answer))
 builder.add_edge(START, "relax")
 builder.add_edge("relax", "retrieve")
 builder.add_edge("retrieve", "execute")

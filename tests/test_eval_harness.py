@@ -1,6 +1,8 @@
 """The eval harness end to end on 3 questions with the scripted model: results, resume, summary, plot; and bench."""
 
+import _thread
 import json
+import time
 
 import pytest
 
@@ -55,8 +57,9 @@ def test_an_interrupted_eval_keeps_finished_runs_and_resumes(dataset, collection
 
     def flaky_generate(call):
         calls["n"] += 1
-        if calls["n"] == 2:
-            raise KeyboardInterrupt
+        if calls["n"] == 2:  # Ctrl-C while the second question is being answered
+            _thread.interrupt_main()
+            time.sleep(0.5)
         return SCRIPT["rag_generate"]
 
     name, _ = scripted({**SCRIPT, "rag_generate": flaky_generate})

@@ -93,6 +93,26 @@ def test_the_methods_run_nests_under_the_callers_trace(collection, scripted):
     tool_run = next(r for r in tracer.runs if r.name == tool.name)
     graph_runs = [r for r in tracer.runs if r.name == "rag"]
     assert graph_runs and graph_runs[0].parent_run_id == tool_run.id  # one trace, not a separate root
+    by_id = {r.id: r for r in tracer.runs}
+    llm_run = next(r for r in tracer.runs if r.run_type == "llm" and r.name == "rag_generate")
+    ancestors = []
+    while llm_run.parent_run_id in by_id:  # the LLM node ran on the background loop, in the run's context
+        llm_run = by_id[llm_run.parent_run_id]
+        ancestors.append(llm_run.name)
+    assert ancestors[-2:] == ["rag", tool.name]
+
+
+def test_an_async_agent_awaits_the_tool_and_its_llm_calls_on_its_own_loop(collection, scripted):
+    import asyncio
+    import threading
+
+    name, model = scripted({"rag_extract": "DQ 1: When?\nDA 1: 2001", "rag_generate": "Answer: It came out in 2001."})
+    tool = as_tool("rag", llm=name, collection=collection)
+    react = create_react_agent(_agent_calling(tool, QUESTION), [tool])
+    state = asyncio.run(react.ainvoke({"messages": [("user", QUESTION)]}))
+    message = next(m for m in state["messages"] if isinstance(m, ToolMessage))
+    assert message.content == "It came out in 2001." and message.artifact["usage"]["calls"] == 2
+    assert {c.thread for c in model.calls} == {threading.current_thread().name}
 
 
 def test_unknown_options_fail_when_the_tool_is_made():

@@ -7,13 +7,14 @@ Retries are bounded (``LLMOptions.retries``); when they run out the caller's doc
 
 from __future__ import annotations
 
+import asyncio
 import json
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Awaitable, Callable, Generator, Iterable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any, Generic, TypeVar
 
-from langchain_core.messages import AIMessage
 from langchain_core.runnables.config import ContextThreadPoolExecutor
 from langgraph.config import get_config
 from pydantic import BaseModel
@@ -76,13 +77,63 @@ def ask(
 
     ``context`` is the question's shared prefix (``agent.steps.casebook``). Replies are capped at ``max_tokens``, else
     at the prompt file's ``max_tokens`` (what its reply needs), never above the run's ``options.max_tokens``."""
+    attempts = _attempts(prompt, options, parse, schema, fallback, max_tokens, context, variables)
+    model, messages, config = get_chat_model(options.llm), next(attempts), _call_config(prompt)
+    params = attempts.send(None)
+    while True:
+        start = time.perf_counter()
+        with _llm_errors(prompt):
+            message = model.bind(**params).invoke(messages, config=config)
+        try:
+            params = attempts.send((message, time.perf_counter() - start))
+        except StopIteration as done:
+            return done.value
+
+
+async def aask(
+    prompt: str,
+    options: LLMOptions,
+    *,
+    parse: Callable[[str], T],
+    schema: type[BaseModel] | None = None,
+    fallback: T = _NO_FALLBACK,
+    max_tokens: int | None = None,
+    context: str = "",
+    **variables: str,
+) -> Reply[T]:
+    """``ask`` awaited: the same prompt, parsing, retries and fallback, with the running event loop's client. What
+    may block (reading the prompt file, starting the embedded server) runs on a worker thread."""
+    attempts = _attempts(prompt, options, parse, schema, fallback, max_tokens, context, variables)
+    messages = await asyncio.to_thread(next, attempts)
+    model = await asyncio.to_thread(get_chat_model, options.llm, loop=asyncio.get_running_loop())
+    config = _call_config(prompt)
+    params = attempts.send(None)
+    while True:
+        start = time.perf_counter()
+        with _llm_errors(prompt):
+            message = await model.bind(**params).ainvoke(messages, config=config)
+        try:
+            params = attempts.send((message, time.perf_counter() - start))
+        except StopIteration as done:
+            return done.value
+
+
+def _attempts(
+    prompt: str,
+    options: LLMOptions,
+    parse: Callable[[str], T],
+    schema: type[BaseModel] | None,
+    fallback: T,
+    max_tokens: int | None,
+    context: str,
+    variables: dict[str, str],
+) -> Generator[Any, Any, Reply[T]]:
+    """The retry loop of ``ask`` and ``aask``: yields the messages, then each attempt's model parameters, and is sent
+    each reply with its seconds; returns the ``Reply`` (or raises ``OutputError``). Only the calling differs."""
     response_format = (
         json_response_format(options.llm, schema.model_json_schema()) if schema and options.structured else None
     )
-    messages = render(
-        prompt, system_suffix=_schema_hint(schema) if response_format else "", context=context, **variables
-    )
-    model = get_chat_model(options.llm)
+    yield render(prompt, system_suffix=_schema_hint(schema) if response_format else "", context=context, **variables)
     tokens = max_tokens or min(load_prompt(prompt).max_tokens or options.max_tokens, options.max_tokens)
     usage = NodeUsage()
     text = ""
@@ -90,10 +141,8 @@ def ask(
         params: dict[str, Any] = {"temperature": options.temperature, "max_tokens": tokens}
         if response_format:
             params["response_format"] = response_format
-        bound = model.bind(**params)
-        start = time.perf_counter()
-        message = _invoke(bound, messages, prompt)
-        usage = usage + call_usage(message, time.perf_counter() - start)
+        message, seconds = yield params
+        usage = usage + call_usage(message, seconds)
         text = str(message.content)
         try:
             return Reply(parse(text), text, usage, attempt)
@@ -107,18 +156,24 @@ def ask(
     return Reply(fallback, text, usage, options.retries + 1, parsed=False)
 
 
-def _invoke(model: Any, messages: list, prompt: str) -> AIMessage:
+def _call_config(prompt: str) -> dict[str, Any]:
+    return {"tags": [f"prompt:{prompt}"], "run_name": prompt}
+
+
+@contextmanager
+def _llm_errors(prompt: str) -> Iterator[None]:
+    """A failed call raised as one of our errors where we know what it means (the endpoint's or the request's)."""
     try:
-        return model.invoke(messages, config={"tags": [f"prompt:{prompt}"], "run_name": prompt})
+        yield
     except LLMError:
         raise
     except Exception as exc:
         if _is_transport_error(exc):
             raise LLMUnavailableError(f"LLM endpoint unreachable or too slow ({type(exc).__name__}: {exc})") from exc
         rejected = _rejection(exc, prompt)
-        if rejected is not None:
-            raise rejected from exc
-        raise
+        if rejected is None:
+            raise
+        raise rejected from exc
 
 
 def _rejection(exc: Exception, prompt: str) -> LLMError | None:
@@ -156,6 +211,17 @@ def run_concurrently(fn: Callable[[T], R], items: Iterable[T], max_workers: int 
         return [fn(item) for item in items]
     with ContextThreadPoolExecutor(max_workers=min(max_workers, len(items))) as pool:
         return list(pool.map(fn, items))
+
+
+async def gather_concurrently(fn: Callable[[T], Awaitable[R]], items: Iterable[T], limit: int = 8) -> list[R]:
+    """Await ``fn`` over ``items``, at most ``limit`` at a time, on the running loop; results keep the input order."""
+    gate = asyncio.Semaphore(limit)
+
+    async def one(item: T) -> R:
+        async with gate:
+            return await fn(item)
+
+    return list(await asyncio.gather(*(one(item) for item in items)))
 
 
 def usage_update(*replies: Reply[Any]) -> UsageReport:

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import asyncio
 import itertools
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
+from weakref import WeakKeyDictionary
 
 from langchain_core.language_models import BaseChatModel
 
@@ -14,8 +16,11 @@ from agent.settings import Settings, get_settings
 
 PROVIDERS = ("local", "openai", "fake")
 
+Endpoint = tuple[str | None, str, str, bool]  # base URL, API key, model name, whether it is llama-cpp-python's server
+
 _registry: dict[str, BaseChatModel] = {}
-_local_models: dict[str, BaseChatModel] = {}
+_clients: dict[Endpoint, BaseChatModel] = {}
+_loop_clients: WeakKeyDictionary[asyncio.AbstractEventLoop, dict[Endpoint, BaseChatModel]] = WeakKeyDictionary()
 _lock = threading.Lock()
 _model_ids = itertools.count(1)
 
@@ -45,24 +50,38 @@ def model_name(llm: str | BaseChatModel | None) -> Iterator[str | None]:
         unregister_model(name)
 
 
-def _openai_compatible(
-    base_url: str | None, api_key: str, model: str, settings: Settings, llama_cpp: bool = False
-) -> BaseChatModel:
+def _openai_compatible(endpoint: Endpoint, settings: Settings, for_loop: bool) -> BaseChatModel:
     import httpx
     from langchain_openai import ChatOpenAI
 
     from agent.llm.openai_client import LlamaCppChat
 
+    base_url, api_key, model, llama_cpp = endpoint
+    timeout = httpx.Timeout(settings.reply_timeout(llama_cpp), connect=settings.llm_connect_timeout)
     return (LlamaCppChat if llama_cpp else ChatOpenAI)(
         base_url=base_url,
         api_key=api_key,
         model=model,
-        timeout=httpx.Timeout(settings.reply_timeout(llama_cpp), connect=settings.llm_connect_timeout),
+        timeout=timeout,
         max_retries=settings.llm_max_retries,
+        http_async_client=httpx.AsyncClient(timeout=timeout) if for_loop else None,
     )
 
 
-def get_chat_model(name: str | None = None, settings: Settings | None = None) -> BaseChatModel:
+def _client(endpoint: Endpoint, settings: Settings, loop: asyncio.AbstractEventLoop | None) -> BaseChatModel:
+    """One client per endpoint, and for async calls one per event loop: an async HTTP connection belongs to the loop
+    that opened it, and LangChain would share one async connection pool per endpoint across loops."""
+    with _lock:
+        clients = _clients if loop is None else _loop_clients.setdefault(loop, {})
+        if endpoint not in clients:
+            clients[endpoint] = _openai_compatible(endpoint, settings, for_loop=loop is not None)
+        return clients[endpoint]
+
+
+def get_chat_model(
+    name: str | None = None, settings: Settings | None = None, loop: asyncio.AbstractEventLoop | None = None
+) -> BaseChatModel:
+    """The chat model for ``name``; with ``loop``, the one whose async client belongs to that event loop."""
     settings = settings or get_settings()
     name = name or settings.llm
     with _lock:
@@ -71,27 +90,22 @@ def get_chat_model(name: str | None = None, settings: Settings | None = None) ->
     if name == "fake":
         from agent.llm.scripted import demo_model
 
-        model = demo_model(settings.fake_latency)
-    elif name == "local":
+        register_model(name, demo_model(settings.fake_latency))
+        return _registry[name]
+    if name == "local":
         from agent.llm.local_server import local_server
 
-        url = local_server(settings).url
-        with _lock:
-            if url not in _local_models:  # one client per server; a restarted server gets a new port
-                _local_models[url] = _openai_compatible(url, "local", "local", settings, llama_cpp=True)
-            return _local_models[url]
-    elif name == "openai":
+        return _client(
+            (local_server(settings).url, "local", "local", True), settings, loop
+        )  # a restarted server: new port
+    if name == "openai":
         if not settings.openai_api_key and not settings.openai_base_url:
             raise ConfigError(
                 "--llm openai needs AMBIGQA_OPENAI_API_KEY (and AMBIGQA_OPENAI_BASE_URL for other servers)"
             )
-        model = _openai_compatible(
-            settings.openai_base_url, settings.openai_api_key or "none", settings.openai_model, settings
-        )
-    else:
-        raise ConfigError(f"unknown LLM provider '{name}': choose one of {', '.join(PROVIDERS)} or register a model")
-    register_model(name, model)
-    return model
+        endpoint = (settings.openai_base_url, settings.openai_api_key or "none", settings.openai_model, False)
+        return _client(endpoint, settings, loop)
+    raise ConfigError(f"unknown LLM provider '{name}': choose one of {', '.join(PROVIDERS)} or register a model")
 
 
 def json_response_format(name: str | None, schema: dict) -> dict | None:

@@ -7,6 +7,7 @@ word-level tokens and, like llama.cpp, reports the prompt prefix shared with the
 
 from __future__ import annotations
 
+import asyncio
 import re
 import threading
 import time
@@ -14,7 +15,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from langchain_core.callbacks import CallbackManagerForLLMRun
+from langchain_core.callbacks import AsyncCallbackManagerForLLMRun, CallbackManagerForLLMRun
 from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import AIMessage, BaseMessage
 from langchain_core.outputs import ChatGeneration, ChatResult
@@ -30,6 +31,7 @@ class ScriptedCall:
     kwargs: dict[str, Any] = field(default_factory=dict)
     started: float = 0.0
     ended: float = 0.0
+    thread: str = ""  # where the call ran
 
     @property
     def system(self) -> str:
@@ -97,30 +99,25 @@ class ScriptedChatModel(BaseChatModel):
             return reply[min(i, len(reply) - 1)]
         return reply
 
-    def _generate(
-        self,
-        messages: list[BaseMessage],
-        stop: list[str] | None = None,
-        run_manager: CallbackManagerForLLMRun | None = None,
-        **kwargs: Any,
-    ) -> ChatResult:
+    def _begin(self, messages: list[BaseMessage], tags: list[str], kwargs: dict[str, Any]) -> tuple[ScriptedCall, int]:
+        """Record the call; the prompt's tokens served from the simulated prefix cache."""
         if self.fail_with is not None:
             raise self.fail_with
-        tags = run_manager.tags if run_manager else []
         prompt = next((t.split(":", 1)[1] for t in tags if t.startswith("prompt:")), "")
-        call = ScriptedCall(prompt=prompt, messages=messages, kwargs=kwargs, started=time.perf_counter())
+        call = ScriptedCall(prompt, messages, kwargs, time.perf_counter(), thread=threading.current_thread().name)
         tokens = _prompt_tokens(messages)
         with self._lock:  # like llama.cpp: the prefix shared with the previous prompt is served from the cache
             self._calls.append(call)
             shared = next((i for i, (a, b) in enumerate(zip(self._previous, tokens)) if a != b), None)
             cached = min(len(self._previous), len(tokens)) if shared is None else shared
             self._previous = tokens
-        if self.latency:
-            time.sleep(self.latency)
+        return call, cached
+
+    def _result(self, call: ScriptedCall, cached: int) -> ChatResult:
         reply = self._reply(call)
         call.ended = time.perf_counter()
         message = reply if isinstance(reply, AIMessage) else AIMessage(content=reply)
-        prompt_tokens = len(tokens)
+        prompt_tokens = len(_prompt_tokens(call.messages))
         completion_tokens = _tokens(str(message.content))
         message = message.model_copy(
             update={
@@ -134,6 +131,31 @@ class ScriptedChatModel(BaseChatModel):
             }
         )
         return ChatResult(generations=[ChatGeneration(message=message)])
+
+    def _generate(
+        self,
+        messages: list[BaseMessage],
+        stop: list[str] | None = None,
+        run_manager: CallbackManagerForLLMRun | None = None,
+        **kwargs: Any,
+    ) -> ChatResult:
+        call, cached = self._begin(messages, run_manager.tags if run_manager else [], kwargs)
+        if self.latency:
+            time.sleep(self.latency)
+        return self._result(call, cached)
+
+    async def _agenerate(
+        self,
+        messages: list[BaseMessage],
+        stop: list[str] | None = None,
+        run_manager: AsyncCallbackManagerForLLMRun | None = None,
+        **kwargs: Any,
+    ) -> ChatResult:
+        """Native async, as an HTTP client is: the call waits on the event loop, not on a thread."""
+        call, cached = self._begin(messages, run_manager.tags if run_manager else [], kwargs)
+        if self.latency:
+            await asyncio.sleep(self.latency)
+        return self._result(call, cached)
 
 
 # --- the demo script behind ``--llm fake``: plausible, deterministic replies derived from the prompt's input ---

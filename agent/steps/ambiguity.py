@@ -7,7 +7,7 @@ prefix of both calls and of the method's later ones.
 
 from __future__ import annotations
 
-from agent.llm.calls import LLMOptions, Reply, ask
+from agent.llm.calls import LLMOptions, Reply, aask
 from agent.llm.parsing import parse_ambiguity, parse_numbered_list
 from agent.schemas import AmbiguityType, AmbiguityTyping
 from agent.steps.fewshot import Demo, Shots, select_demos
@@ -33,9 +33,9 @@ def _typing(text: str) -> AmbiguityTyping:
     return AmbiguityTyping(reason=reason, types=types)
 
 
-def classify_ambiguity(question: str, options: LLMOptions, book: str) -> Reply[AmbiguityTyping]:
+async def classify_ambiguity(question: str, options: LLMOptions, book: str) -> Reply[AmbiguityTyping]:
     """I_a: the ambiguity types with a reason; no types and no reason when the output stays unusable."""
-    return ask(
+    return await aask(
         "type_ambiguity",
         options,
         parse=_typing,
@@ -53,14 +53,14 @@ def _unique(items: list[str]) -> list[str]:
     return list(seen.values())
 
 
-def infer_interpretations(question: str, reason: str, options: LLMOptions, book: str) -> Reply[list[str]]:
+async def infer_interpretations(question: str, reason: str, options: LLMOptions, book: str) -> Reply[list[str]]:
     """I_p: pseudo-interpretations from the question and the reason; an empty list when none can be parsed.
 
     Plain numbered text, never a JSON grammar: constrained to JSON, the local 1.5B model wrote one interpretation for
     4 of 5 ASQA benchmark questions; as text it wrote two for all 5.
     """
     variables = {"question": question, "reason": reason or "(no reason was found)"}
-    reply = ask(
+    reply = await aask(
         "interpret",
         options,
         parse=parse_numbered_list,

@@ -8,16 +8,18 @@ same examples and passages, so the second call prefills only its instruction.
 
 from __future__ import annotations
 
-from agent.llm.calls import LLMOptions, Reply, ask
+from agent.llm.calls import LLMOptions, Reply, aask
 from agent.llm.parsing import parse_disambiguations, parse_long_answer
 from agent.schemas import Disambiguation, ExtractedPairs, Passage
 from agent.steps.casebook import shared_context
 from agent.text import render_pairs, supporting_ids
 
 
-def extract(question: str, passages: list[Passage], options: LLMOptions, book: str) -> Reply[list[Disambiguation]]:
+async def extract(
+    question: str, passages: list[Passage], options: LLMOptions, book: str
+) -> Reply[list[Disambiguation]]:
     """I_e: disambiguated questions with answers found in ``passages``; none when the output stays unusable."""
-    reply = ask(
+    reply = await aask(
         "rag_extract",
         options,
         parse=parse_disambiguations,
@@ -33,13 +35,13 @@ def extract(question: str, passages: list[Passage], options: LLMOptions, book: s
     return reply.with_value(pairs)
 
 
-def generate(
+async def generate(
     question: str, pairs: list[Disambiguation], passages: list[Passage], options: LLMOptions, book: str
 ) -> Reply[str]:
     """I_g: the long-form answer. If the model's text stays unusable after the retries, the answer lists the pairs;
     without pairs that is an ``OutputError`` (an unusable reply is never the answer)."""
     fallback = {"fallback": " ".join(f"{p.question} {p.answer}." for p in pairs)} if pairs else {}
-    return ask(
+    return await aask(
         "rag_generate",
         options,
         parse=parse_long_answer,
@@ -50,6 +52,6 @@ def generate(
     )
 
 
-def closed_book(question: str, options: LLMOptions, book: str) -> Reply[str]:
+async def closed_book(question: str, options: LLMOptions, book: str) -> Reply[str]:
     """I_l: answer from parametric knowledge alone; an unusable reply after the retries is an ``OutputError``."""
-    return ask("closed_book", options, parse=parse_long_answer, context=shared_context(book), question=question)
+    return await aask("closed_book", options, parse=parse_long_answer, context=shared_context(book), question=question)

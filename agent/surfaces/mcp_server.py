@@ -32,13 +32,12 @@ def result_content(result: Any) -> dict[str, Any]:
 
 def build_server(llm: str | None = None, collection: str | None = None, methods: tuple[str, ...] = METHODS) -> Any:
     """An ``MCPServer`` with one tool per method, bound to ``llm`` and ``collection``."""
-    import anyio
     from mcp.server.mcpserver import MCPServer
     from mcp_types import CallToolResult, TextContent
 
     from agent.context import make_context
     from agent.errors import AgentError
-    from agent.runner import run
+    from agent.runner import arun
 
     max_chars = get_settings().max_question_chars
     server = MCPServer(
@@ -66,9 +65,7 @@ def build_server(llm: str | None = None, collection: str | None = None, methods:
                 if refused:
                     raise AgentError(f"{', '.join(refused)} cannot be set per call; settable: {', '.join(settable)}")
                 make_context(load_graph(method).context_schema, options, strict=True, owner=method)
-                result = await anyio.to_thread.run_sync(
-                    lambda: run(question, method=method, llm=llm, collection=collection, **options)
-                )
+                result = await arun(question, method=method, llm=llm, collection=collection, **options)
             except AgentError as exc:
                 return CallToolResult(content=[TextContent(type="text", text=str(exc))], is_error=True)
             return CallToolResult(

@@ -1,0 +1,133 @@
+"""LLM nodes are coroutines: awaited on the caller's event loop by ``agent.arun``, driven on one background loop by
+``agent.run``; async HTTP clients are per event loop. Real Chroma, real embeddings, a real HTTP endpoint."""
+
+import asyncio
+import contextvars
+import json
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+import pytest
+
+import agent
+from agent.nodes import run_sync
+from tests.test_diva import PREMIERE, QUESTION, script
+
+BACKGROUND = "ambigqa-async-nodes"
+
+
+def test_arun_awaits_every_llm_call_on_the_callers_loop_and_fans_out_there(collection, scripted):
+    name, model = scripted(script("Yes"), latency=0.2)
+
+    async def main():
+        return await asyncio.gather(*(agent.arun(QUESTION, "diva", llm=name, collection=collection) for _ in range(2)))
+
+    results = asyncio.run(main())
+    assert all(r.extra["grade"] == "Useful" and r.usage.total.calls == 7 for r in results)
+    assert {c.thread for c in model.calls} == {threading.current_thread().name}  # no worker thread made a call
+    verify = sorted((c for c in model.calls if c.prompt == "verify"), key=lambda c: c.started)
+    assert sum(b.started < a.ended for a, b in zip(verify, verify[1:])) >= 4  # fan-out and questions overlap
+    assert set(results[0].usage.by_node) == {"type_ambiguity", "interpret", "verify", "rag_extract", "rag_generate"}
+
+
+def test_run_drives_the_same_nodes_on_the_background_loop(collection, scripted):
+    name, model = scripted(script("Yes"), latency=0.2)
+    result = agent.run(QUESTION, "diva", llm=name, collection=collection)
+    assert result.extra["grade"] == "Useful" and result.usage.by_node["verify"].calls == 3
+    assert {c.thread for c in model.calls} == {BACKGROUND}
+    verify = [c for c in model.calls if c.prompt == "verify"]
+    assert max(c.started for c in verify) < min(c.ended for c in verify)  # still concurrent
+
+
+def test_the_graphs_answer_through_either_langgraph_api(collection, scripted):
+    from agent.context import RunContext, make_context
+    from graphs.rag import graph
+
+    name, _ = scripted({"rag_extract": f"DQ 1: {PREMIERE}\nDA 1: 4 November 2001", "rag_generate": "Answer: In 2001."})
+    context = make_context(graph.context_schema, {"llm": name, "collection": collection})
+    assert isinstance(context, RunContext)
+    sync = graph.invoke({"question": QUESTION}, context=context)
+    awaited = asyncio.run(graph.ainvoke({"question": QUESTION}, context=context))
+    assert sync["answer"] == awaited["answer"] == "In 2001."
+    assert [d.answer for d in sync["disambiguations"]] == ["4 November 2001"]
+
+
+def test_run_sync_keeps_the_callers_context_works_under_a_running_loop_and_raises_what_failed():
+    request = contextvars.ContextVar("request", default="none")
+
+    async def read():
+        await asyncio.sleep(0)
+        return request.get(), threading.current_thread().name
+
+    async def fail():
+        raise ValueError("bad reply")
+
+    request.set("caller")
+    assert run_sync(read()) == ("caller", BACKGROUND)
+
+    async def notebook_cell():  # Jupyter: a loop already runs in this thread, and sync code is called from it
+        return run_sync(read())
+
+    assert asyncio.run(notebook_cell()) == ("caller", BACKGROUND)
+    with pytest.raises(ValueError, match="bad reply"):
+        run_sync(fail())
+
+    async def nested():  # on the background loop, a node must await, not block its own loop
+        return run_sync(read())
+
+    with pytest.raises(RuntimeError, match="await it instead"):
+        run_sync(nested())
+
+
+@pytest.fixture
+def chat_endpoint():
+    """An OpenAI-compatible chat endpoint on 127.0.0.1 that keeps connections alive (HTTP/1.1)."""
+
+    class Handler(BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"
+
+        def do_POST(self):
+            self.rfile.read(int(self.headers["Content-Length"]))
+            body = json.dumps({
+                "id": "c1", "object": "chat.completion", "created": 0, "model": "m",
+                "choices": [{"index": 0, "finish_reason": "stop",
+                             "message": {"role": "assistant", "content": "Final Answer: In November 2001."}}],
+                "usage": {"prompt_tokens": 10, "completion_tokens": 5, "total_tokens": 15},
+            }).encode()  # fmt: skip
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args):
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    yield f"http://127.0.0.1:{server.server_address[1]}/v1"
+    server.shutdown()
+
+
+def test_async_http_clients_belong_to_one_event_loop_each(chat_endpoint, collection, monkeypatch):
+    from agent.llm.factory import get_chat_model
+    from agent.settings import get_settings
+
+    monkeypatch.setenv("AMBIGQA_OPENAI_BASE_URL", chat_endpoint)
+    monkeypatch.setenv("AMBIGQA_OPENAI_API_KEY", "x")
+    get_settings.cache_clear()
+    try:
+
+        async def answer():
+            loop = asyncio.get_running_loop()
+            model = get_chat_model("openai", loop=loop)
+            assert model is get_chat_model("openai", loop=loop)  # one client per loop and endpoint
+            result = await agent.arun(QUESTION, "closed_book", llm="openai", collection=collection)
+            return model, result.answer
+
+        first, second = asyncio.run(answer()), asyncio.run(answer())  # a closed loop's connections are not reused
+        assert first[1] == second[1] == "In November 2001."
+        assert first[0] is not second[0] and get_chat_model("openai") not in (first[0], second[0])
+        assert agent.run(QUESTION, "closed_book", llm="openai", collection=collection).answer == "In November 2001."
+    finally:
+        get_settings.cache_clear()
