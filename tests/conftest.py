@@ -90,3 +90,41 @@ def scripted():
     yield make
     for name in names:
         unregister_model(name)
+
+
+@pytest.fixture
+def chat_endpoint():
+    """An OpenAI-compatible endpoint on 127.0.0.1 (HTTP/1.1, connections kept alive) that answers every request with
+    ``reply``: a status and a JSON body the test may change; by default a finished chat completion."""
+    import threading
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+    message = {"role": "assistant", "content": "Final Answer: In November 2001."}
+    reply = {
+        "status": 200,
+        "body": {
+            "id": "c1", "object": "chat.completion", "created": 0, "model": "m",
+            "choices": [{"index": 0, "finish_reason": "stop", "message": message}],
+            "usage": {"prompt_tokens": 10, "completion_tokens": 5, "total_tokens": 15},
+        },
+    }  # fmt: skip
+
+    class Handler(BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"
+
+        def do_POST(self):
+            self.rfile.read(int(self.headers["Content-Length"]))
+            body = json.dumps(reply["body"]).encode()
+            self.send_response(reply["status"])
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args):
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    yield f"http://127.0.0.1:{server.server_address[1]}/v1", reply
+    server.shutdown()

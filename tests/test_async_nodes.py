@@ -1,11 +1,10 @@
 """LLM nodes are coroutines: awaited on the caller's event loop by ``agent.arun``, driven on one background loop by
-``agent.run``; async HTTP clients are per event loop. Real Chroma, real embeddings, a real HTTP endpoint."""
+``agent.run``; async HTTP clients are per event loop. Real Chroma, real embeddings, a real HTTP endpoint
+(``chat_endpoint``, HTTP/1.1 keep-alive, in conftest)."""
 
 import asyncio
 import contextvars
-import json
 import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
@@ -79,41 +78,11 @@ def test_run_sync_keeps_the_callers_context_works_under_a_running_loop_and_raise
         run_sync(nested())
 
 
-@pytest.fixture
-def chat_endpoint():
-    """An OpenAI-compatible chat endpoint on 127.0.0.1 that keeps connections alive (HTTP/1.1)."""
-
-    class Handler(BaseHTTPRequestHandler):
-        protocol_version = "HTTP/1.1"
-
-        def do_POST(self):
-            self.rfile.read(int(self.headers["Content-Length"]))
-            body = json.dumps({
-                "id": "c1", "object": "chat.completion", "created": 0, "model": "m",
-                "choices": [{"index": 0, "finish_reason": "stop",
-                             "message": {"role": "assistant", "content": "Final Answer: In November 2001."}}],
-                "usage": {"prompt_tokens": 10, "completion_tokens": 5, "total_tokens": 15},
-            }).encode()  # fmt: skip
-            self.send_response(200)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(body)))
-            self.end_headers()
-            self.wfile.write(body)
-
-        def log_message(self, *args):
-            pass
-
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    yield f"http://127.0.0.1:{server.server_address[1]}/v1"
-    server.shutdown()
-
-
 def test_async_http_clients_belong_to_one_event_loop_each(chat_endpoint, collection, monkeypatch):
     from agent.llm.factory import get_chat_model
     from agent.settings import get_settings
 
-    monkeypatch.setenv("AMBIGQA_OPENAI_BASE_URL", chat_endpoint)
+    monkeypatch.setenv("AMBIGQA_OPENAI_BASE_URL", chat_endpoint[0])
     monkeypatch.setenv("AMBIGQA_OPENAI_API_KEY", "x")
     get_settings.cache_clear()
     try:

@@ -186,46 +186,18 @@ def test_the_local_client_sends_max_tokens_which_llama_cpp_reads():
     assert plain["max_completion_tokens"] == 300  # what llama.cpp ignores
 
 
-@pytest.fixture
-def refusing_endpoint():
-    """A loopback HTTP endpoint that answers every chat request with a given 4xx status and error body."""
-    import json
-    import threading
-    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-
-    reply = {"status": 400, "message": ""}
-
-    class Handler(BaseHTTPRequestHandler):
-        def do_POST(self):
-            self.rfile.read(int(self.headers["Content-Length"]))
-            body = json.dumps({"error": {"message": reply["message"], "type": "invalid_request_error"}}).encode()
-            self.send_response(reply["status"])
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(body)))
-            self.end_headers()
-            self.wfile.write(body)
-
-        def log_message(self, *args):
-            pass
-
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    yield f"http://127.0.0.1:{server.server_address[1]}/v1", reply
-    server.shutdown()
-
-
 @pytest.mark.parametrize(
     ("status", "message", "error", "fragment"),
     [(400, "This model's maximum context length is 4096 tokens. However, you requested 7625 tokens", LLMError, "raise AMBIGQA_LOCAL_CTX"),
      (401, "Incorrect API key provided", LLMUnavailableError, r"refused the request \(401\): Incorrect API key provided$")],
 )  # fmt: skip
-def test_a_refused_request_is_a_clear_error(refusing_endpoint, status, message, error, fragment):
+def test_a_refused_request_is_a_clear_error(chat_endpoint, status, message, error, fragment):
     from langchain_openai import ChatOpenAI
 
     from agent.llm.factory import register_model, unregister_model
 
-    url, reply = refusing_endpoint
-    reply.update(status=status, message=message)
+    url, reply = chat_endpoint
+    reply.update(status=status, body={"error": {"message": message, "type": "invalid_request_error"}})
     register_model("refusing", ChatOpenAI(base_url=url, api_key="x", model="m", max_retries=0, timeout=5))
     try:
         with pytest.raises(error, match=fragment) as caught:
