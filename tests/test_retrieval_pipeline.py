@@ -52,12 +52,29 @@ def test_rank_pool_reranks_only_the_pools_closest_passages(collection):
             calls.append(len(passages))
             return [float(p.id == "hp-us") for p in passages]
 
-    top = rank_pool(store, PREMIERE, pool, 2, RetrievalOptions(depth=3), Counting())
-    assert calls == [3] and top[0].id == "hp-us"  # the scorer decides the order among the 3 closest
+    top = rank_pool(store, PREMIERE, pool, 2, RetrievalOptions(depth=3, fusion=False), Counting())
+    assert calls == [3] and top[0].id == "hp-us"  # the scorer alone decides the order among the 3 closest
     assert [p.id for p in rank_pool(store, PREMIERE, pool, 2, RetrievalOptions(reranker="none"))][0] in {
         "hp-premiere",
         "hp-us",
     }
+
+
+def test_fusion_ranks_by_both_the_first_stage_and_the_reranker(collection):
+    store = open_store(collection)
+    pool = store.all_passages()
+    dense = [p.id for p in rank_pool(store, PREMIERE, pool, 3, RetrievalOptions(reranker="none"))]
+
+    class Contrary:  # the re-ranker reverses the first stage's order
+        def score(self, query, passages):
+            return [float(i) for i in range(len(passages))]
+
+    alone = rank_pool(store, PREMIERE, pool, 3, RetrievalOptions(depth=3, fusion=False), Contrary())
+    fused = rank_pool(store, PREMIERE, pool, 3, RetrievalOptions(depth=3), Contrary())
+    assert [p.id for p in alone] == dense[::-1]
+    # ranks (first stage, re-ranker): (1, 3) and (3, 1) tie above (2, 2); the tie goes to the first stage's order
+    assert [p.id for p in fused] == [dense[0], dense[2], dense[1]]
+    assert [p.score for p in fused] == pytest.approx([1 / 61 + 1 / 63, 1 / 61 + 1 / 63, 2 / 62], abs=1e-6)
 
 
 def test_memo_scorer_scores_each_pair_once():
@@ -76,7 +93,8 @@ def test_memo_scorer_scores_each_pair_once():
 
 def test_agent_search_runs_the_default_pipeline(collection):
     passages = agent.search(PREMIERE, k=2, collection=collection)
-    assert [p.id for p in passages][:1] == ["hp-premiere"] and len(passages) == 2
+    assert {p.id for p in passages} == {"hp-premiere", "hp-us"}  # fused: each model puts one of them first
+    assert [p.id for p in agent.search(PREMIERE, k=2, collection=collection, rerank_fusion=False)][0] == "hp-premiere"
     assert [p.id for p in agent.search(PREMIERE, k=1, collection=collection, reranker="none", first_stage="bm25")]
 
 
@@ -90,7 +108,7 @@ def test_agent_search_rejects_bad_options_clearly(collection, kwargs, message):
 
 
 def test_cli_retrieve_prints_passages_as_json(home, collection):
-    args = [sys.executable, "-m", "agent", "retrieve", PREMIERE, "-c", collection, "-k", "2", "--json"]
+    args = [sys.executable, "-m", "agent", "retrieve", PREMIERE, "-c", collection, "-k", "2", "--json", "--no-fusion"]
     done = subprocess.run(args, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr
     passages = json.loads(done.stdout)

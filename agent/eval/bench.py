@@ -205,7 +205,8 @@ def oracle_mrecall(
 ) -> dict[str, Any]:
     """DIVA Table 3's +Oracle row: MRecall@k and answer coverage of the vanilla pipeline's top-k vs DIVA's retrieve +
     prune with the gold disambiguated questions as the interpretations (no LLM involved), and the p50 seconds of each
-    per question. ``retrieval`` sets the pipeline (first_stage, reranker, rerank_depth); default: the methods' own."""
+    per question. ``retrieval`` sets the pipeline (first_stage, reranker, rerank_depth, rerank_fusion); default: the
+    methods' own."""
     from langgraph.runtime import Runtime
 
     from agent.context import make_context
@@ -254,6 +255,7 @@ def oracle_mrecall(
         "first_stage": context.first_stage,
         "reranker": context.reranker,
         "rerank_depth": context.rerank_depth,
+        "rerank_fusion": context.rerank_fusion,
         f"vanilla_mrecall@{k}": mean(figures["vanilla"]),
         f"diva_oracle_mrecall@{k}": mean(figures["oracle"]),
         "vanilla_coverage": mean(figures["vanilla_cov"]),
@@ -274,12 +276,15 @@ def retrieval_suite(
     first_stages: tuple[str, ...] = FIRST_STAGES,
     rerankers: tuple[str, ...] = RERANKERS,
     depth: int | None = None,
+    fusion: bool = True,
     record: Path | None = None,
     log: Callable[[str], None] = print,
 ) -> dict[str, Any]:
     """``oracle_mrecall`` for every first stage × re-ranker; with ``record`` each configuration's figures are appended
-    to that JSONL when done, and a re-run skips configurations recorded for the same collection, questions and depth."""
-    key = {"collection": collection, "questions": sum(bool(e.qa_pairs) for e in examples), "depth": depth}
+    to that JSONL when done, and a re-run skips configurations recorded for the same collection, questions, depth and
+    fusion."""
+    questions = sum(bool(e.qa_pairs) for e in examples)
+    key = {"collection": collection, "questions": questions, "depth": depth, "rerank_fusion": fusion}
     done = {(r["first_stage"], r["reranker"]): r for r in _recorded_rows(record, key)}
     results: dict[str, Any] = {}
     for first_stage in first_stages:
@@ -289,7 +294,8 @@ def retrieval_suite(
                 results[name] = done[(first_stage, reranker)]
                 continue
             log(f"retrieval: {name} …")
-            options = {"first_stage": first_stage, "reranker": reranker} | ({"rerank_depth": depth} if depth else {})
+            options = {"first_stage": first_stage, "reranker": reranker, "rerank_fusion": fusion}
+            options |= {"rerank_depth": depth} if depth else {}
             results[name] = oracle_mrecall(collection, examples, retrieval=options, progress=True) | key
             if record:
                 record.parent.mkdir(parents=True, exist_ok=True)
@@ -403,6 +409,7 @@ def run_bench(
     suite: str = "all",
     limit: int | None = None,
     depth: int | None = None,
+    fusion: bool = True,
     record: Path | None = None,
     first_stages: tuple[str, ...] = FIRST_STAGES,
     rerankers: tuple[str, ...] = RERANKERS,
@@ -420,7 +427,14 @@ def run_bench(
         report = ingest(corpus, collection, progress=True)
         log(f"collection {collection}: {report.added} added, {report.skipped} already stored")
         results["retrieval_suite"] = retrieval_suite(
-            collection, examples, first_stages=first_stages, rerankers=rerankers, depth=depth, record=record, log=log
+            collection,
+            examples,
+            first_stages=first_stages,
+            rerankers=rerankers,
+            depth=depth,
+            fusion=fusion,
+            record=record,
+            log=log,
         )
         return results
     if suite != "all":

@@ -18,12 +18,15 @@ never imported. Choices, checked against the shipped files and the model's ColBE
   through the model, unpadded: the INT8 graph quantises activations with one scale per tensor, so padding and
   batch-mates would shift every document's embeddings (~0.05 in score). Alone, a passage scores the same in any
   batch, at about the CPU cost of padded batches here.
+* That also makes a document's embeddings independent of the query, so the last ``cached`` documents' embeddings are
+  kept: DIVA scores the same pool passages for every interpretation, and each is encoded once.
 """
 
 from __future__ import annotations
 
 import string
 import threading
+from collections import OrderedDict
 from functools import lru_cache
 from pathlib import Path
 
@@ -37,7 +40,13 @@ class OnnxColbert:
     """answerai-colbert-small-v1 in ONNX: per-token embeddings for the query and each passage, scored by MaxSim."""
 
     def __init__(
-        self, model_dir: Path, query_length: int = 32, doc_length: int = 300, batch_size: int = 16, threads: int = 0
+        self,
+        model_dir: Path,
+        query_length: int = 32,
+        doc_length: int = 300,
+        batch_size: int = 16,
+        threads: int = 0,
+        cached: int = 256,
     ):
         self._session, self._inputs, self._tokenizer = onnx_model(model_dir, threads)
         self._tokenizer.no_padding()
@@ -50,6 +59,8 @@ class OnnxColbert:
         self._doc_length = doc_length
         self._batch_size = batch_size
         self._lock = threading.Lock()
+        self._cached = cached
+        self._docs: OrderedDict[str, np.ndarray] = OrderedDict()  # passage text → its token embeddings, LRU
 
     def score(self, query: str, passages: list[Passage]) -> list[float]:
         if not passages:
@@ -59,15 +70,27 @@ class OnnxColbert:
         q = self._embed(ids + [self._mask] * (self._query_length - len(ids)), attended=len(ids))
         scores: list[float] = []
         for start in range(0, len(passages), self._batch_size):
-            batch = passages[start : start + self._batch_size]
-            docs = []
-            for encoding in self._tokenizer.encode_batch([p.full_text for p in batch], add_special_tokens=False):
-                ids = self._wrap(self._doc_marker, encoding.ids, self._doc_length)
-                docs.append(self._embed(ids, attended=len(ids))[[i not in self._punctuation for i in ids]])
+            docs = self._documents([p.full_text for p in passages[start : start + self._batch_size]])
             offsets = np.cumsum([0] + [len(d) for d in docs[:-1]])
             similarities = q @ np.concatenate(docs).T  # query tokens x the batch's document tokens
             scores += np.maximum.reduceat(similarities, offsets, axis=1).sum(axis=0).tolist()
         return scores
+
+    def _documents(self, texts: list[str]) -> list[np.ndarray]:
+        """Each text's token embeddings (punctuation left out), from the cache where it has them."""
+        with self._lock:
+            found = {t: self._docs[t] for t in texts if t in self._docs}
+        todo = list(dict.fromkeys(t for t in texts if t not in found))
+        for text, encoding in zip(todo, self._tokenizer.encode_batch(todo, add_special_tokens=False)):
+            ids = self._wrap(self._doc_marker, encoding.ids, self._doc_length)
+            found[text] = self._embed(ids, attended=len(ids))[[i not in self._punctuation for i in ids]]
+        with self._lock:
+            for text in texts:
+                self._docs[text] = found[text]
+                self._docs.move_to_end(text)
+            while len(self._docs) > self._cached:
+                self._docs.popitem(last=False)
+        return [found[t] for t in texts]
 
     def _wrap(self, marker: int, ids: list[int], length: int) -> list[int]:
         return [self._cls, marker, *ids[: length - 3], self._sep]

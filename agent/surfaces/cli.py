@@ -289,8 +289,11 @@ def retrieve(
     question: str = typer.Argument(..., help="The question to retrieve passages for."),
     collection: str | None = typer.Option(None, "--collection", "-c", help="Chroma collection (default: demo)"),
     k: int = typer.Option(5, "-k", "--k", min=1, max=1000, help="passages to return"),
-    first_stage: str | None = typer.Option(None, "--first-stage", help="dense | bm25 | hybrid (default: hybrid)"),
-    reranker: str | None = typer.Option(None, "--reranker", help="none | cross-encoder | colbert"),
+    first_stage: str | None = typer.Option(None, "--first-stage", help="dense | bm25 | hybrid (default: dense)"),
+    reranker: str | None = typer.Option(None, "--reranker", help="none | cross-encoder (default) | colbert"),
+    fusion: bool | None = typer.Option(
+        None, "--fusion/--no-fusion", help="fuse the re-ranked order with the first stage's (default: fused)"
+    ),
     as_json: bool = typer.Option(False, "--json", help="print the passages as JSON on stdout"),
 ) -> None:
     """Show the passages the default retrieval pipeline finds for QUESTION (what rag reads), best first."""
@@ -298,7 +301,8 @@ def retrieve(
     from agent.errors import AgentError
     from agent.runner import search
 
-    options = {k_: v for k_, v in {"first_stage": first_stage, "reranker": reranker}.items() if v is not None}
+    chosen = {"first_stage": first_stage, "reranker": reranker, "rerank_fusion": fusion}
+    options = {k_: v for k_, v in chosen.items() if v is not None}
     try:
         passages = search(question, k=k, collection=collection, **options)
     except AgentError as exc:
@@ -431,6 +435,9 @@ def bench(
     depth: int | None = typer.Option(None, "--depth", min=1, help="retrieval suite: passages each re-ranker scores"),
     first_stages: str = typer.Option("dense,bm25,hybrid", "--first-stages", help="retrieval suite: first stages"),
     rerankers: str = typer.Option("none,cross-encoder,colbert", "--rerankers", help="retrieval suite: re-rankers"),
+    fusion: bool = typer.Option(
+        True, "--fusion/--no-fusion", help="retrieval suite: re-ranked order fused with the first stage's (default)"
+    ),
 ) -> None:
     """LLM-free performance: ingest passages/s, retrieval p50/p95, orchestration overhead per method; on HotpotQA-style
     data also SUNAR's recall@10 for BM25 vs NAR (and NAR with ASU given --asu-llm). With --out, the recall figures
@@ -448,7 +455,7 @@ def bench(
             corpus, dataset, collection, _methods(methods), questions,
             log=lambda line: err.print(line, highlight=False), nar_questions=nar_questions, asu_llm=asu_llm,
             nar_offset=nar_offset, nar_record=out.with_suffix(".nar.jsonl") if out else None, suite=suite,
-            limit=limit, depth=depth, record=out.with_suffix(".retrieval.jsonl") if out else None,
+            limit=limit, depth=depth, fusion=fusion, record=out.with_suffix(".retrieval.jsonl") if out else None,
             first_stages=tuple(_methods(first_stages)), rerankers=tuple(_methods(rerankers)),
             vectors=out.with_suffix(".vectors") if out else None,
         )  # fmt: skip
