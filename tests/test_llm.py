@@ -1,12 +1,13 @@
 """The LLM factory, the call helper (parse, retry, fallback, usage) and the model-file assembly."""
 
+import asyncio
 import socket
 import textwrap
 
 import pytest
 
 from agent.errors import ConfigError, LLMError, LLMUnavailableError, ModelFileError
-from agent.llm.calls import LLMOptions, OutputError, ask, run_concurrently
+from agent.llm.calls import LLMOptions, OutputError, aask, ask, run_concurrently
 from agent.llm.factory import get_chat_model, json_response_format
 from agent.llm.gguf import MODELS, GGUFModel, ensure_gguf
 from agent.llm.parsing import parse_disambiguations, parse_yes_no
@@ -206,6 +207,30 @@ def test_a_refused_request_is_a_clear_error(chat_endpoint, status, message, erro
         assert status == 401 or type(caught.value) is LLMError  # one request refused: the eval records it and goes on
     finally:
         unregister_model("refusing")
+
+
+def test_a_constrained_reply_cut_at_max_tokens_is_retried_then_falls_back(chat_endpoint):
+    from langchain_openai import ChatOpenAI
+
+    from agent.llm.factory import register_model, unregister_model
+    from agent.schemas import YesNo
+
+    url, reply = chat_endpoint  # the OpenAI client raises LengthFinishReasonError on a cut constrained reply
+    reply["body"]["choices"][0] |= {"finish_reason": "length", "message": {"role": "assistant", "content": '{"ans'}}
+    register_model("openai", ChatOpenAI(base_url=url, api_key="x", model="m", max_retries=0, timeout=5))
+    try:
+        options = LLMOptions(llm="openai", retries=1)
+        got = ask("verify", options, parse=parse_yes_no, schema=YesNo, fallback=False, context="", interpretation="q")
+        assert got.value is False and not got.parsed and got.attempts == 2  # retried, then the documented fallback
+        assert got.usage.calls == 2 and got.usage.input_tokens == 20 and got.text == '{"ans'
+        with pytest.raises(OutputError, match="no usable output after 2 attempts"):
+            ask("verify", options, parse=parse_yes_no, schema=YesNo, context="", interpretation="q")
+        awaited = asyncio.run(
+            aask("verify", options, parse=parse_yes_no, schema=YesNo, fallback=False, context="", interpretation="q")
+        )
+        assert not awaited.parsed and awaited.attempts == 2
+    finally:
+        unregister_model("openai")
 
 
 def test_a_hung_endpoint_fails_fast_with_a_clear_error(collection, monkeypatch):

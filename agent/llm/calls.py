@@ -15,6 +15,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any, Generic, TypeVar
 
+from langchain_core.messages import AIMessage
 from langchain_core.runnables.config import ContextThreadPoolExecutor
 from langgraph.config import get_config
 from pydantic import BaseModel
@@ -83,7 +84,11 @@ def ask(
     while True:
         start = time.perf_counter()
         with _llm_errors(prompt):
-            message = model.bind(**params).invoke(messages, config=config)
+            try:
+                message = model.bind(**params).invoke(messages, config=config)
+            except Exception as exc:
+                if (message := _truncated_reply(exc)) is None:
+                    raise
         try:
             params = attempts.send((message, time.perf_counter() - start))
         except StopIteration as done:
@@ -111,7 +116,11 @@ async def aask(
     while True:
         start = time.perf_counter()
         with _llm_errors(prompt):
-            message = await model.bind(**params).ainvoke(messages, config=config)
+            try:
+                message = await model.bind(**params).ainvoke(messages, config=config)
+            except Exception as exc:
+                if (message := _truncated_reply(exc)) is None:
+                    raise
         try:
             params = attempts.send((message, time.perf_counter() - start))
         except StopIteration as done:
@@ -154,6 +163,21 @@ def _attempts(
             f"prompt '{prompt}': no usable output after {options.retries + 1} attempts; last: {text[:200]!r}"
         )
     return Reply(fallback, text, usage, options.retries + 1, parsed=False)
+
+
+def _truncated_reply(exc: Exception) -> AIMessage | None:
+    """The reply inside the OpenAI client's ``LengthFinishReasonError`` (it refuses to parse a constrained reply cut at
+    ``max_tokens``) as a message the retry loop handles like any truncated reply; None for every other error."""
+    try:
+        import openai
+    except ImportError:
+        return None
+    if not isinstance(exc, openai.LengthFinishReasonError):
+        return None
+    completion = exc.completion
+    content = (completion.choices[0].message.content if completion.choices else None) or ""
+    usage = completion.usage.model_dump() if completion.usage else {}
+    return AIMessage(content=content, response_metadata={"finish_reason": "length", "token_usage": usage})
 
 
 def _call_config(prompt: str) -> dict[str, Any]:
