@@ -6,6 +6,8 @@ import numpy as np
 import pytest
 
 import agent
+from agent.context import RunContext
+from agent.llm.prompts import estimate_tokens
 from agent.retrieval.ingest import ingest
 from agent.steps.ambiguity import DEMO_FILE, AmbiguityDemo, demos_for
 from agent.steps.fewshot import PoolExample, Shots, load_demos
@@ -311,6 +313,24 @@ def test_every_diva_call_starts_with_the_questions_casebook_and_prefills_it_once
     assert all(call.system.startswith(book) for call in model.calls)
     total = result.usage.total
     assert total.prefilled_tokens <= 0.5 * total.input_tokens, result.usage.by_node
+
+
+def test_diva_prompts_keep_its_tighter_budget_with_the_same_five_demos(collection, scripted):
+    """DIVA's default budget (2,900) is below the other methods' (3,300): every call stays within it, and its shorter
+    casebook keeps the nearest demos (the least similar are dropped first)."""
+    question = "Who wrote the christmas song mary did you know?"
+    diva, shared = DivaContext(), RunContext()
+    assert diva.prompt_tokens < shared.prompt_tokens
+    tight, roomy = diva.casebook(question, "ambiguity"), shared.casebook(question, "ambiguity")
+    assert estimate_tokens(tight) < estimate_tokens(roomy)
+    nearest = [demo.question for demo in demos_for(question, diva.shots())]  # most similar last
+    shown = [q for q in nearest if f"Question: {q}\n" in tight]
+    assert shown and shown == nearest[-len(shown) :]
+    name, model = scripted(script("Yes"))
+    agent.run(question, method="diva", llm=name, collection=collection)
+    assert all(call.system.startswith(tight) for call in model.calls)
+    for call in model.calls:
+        assert sum(estimate_tokens(str(m.content)) for m in call.messages) <= diva.prompt_tokens
 
 
 def test_ambiguity_demonstrations_cover_every_type_and_come_from_the_pool():
