@@ -315,7 +315,7 @@ def test_every_diva_call_starts_with_the_questions_casebook_and_prefills_it_once
     assert total.prefilled_tokens <= 0.5 * total.input_tokens, result.usage.by_node
 
 
-def test_diva_prompts_keep_its_tighter_budget_with_the_same_five_demos(collection, scripted):
+def test_diva_prompts_keep_its_tighter_budget_and_the_nearest_demos(collection, scripted):
     """DIVA's default budget (2,900) is below the other methods' (3,300): every call stays within it, and its shorter
     casebook keeps the nearest demos (the least similar are dropped first)."""
     question = "Who wrote the christmas song mary did you know?"
