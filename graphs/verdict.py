@@ -82,7 +82,7 @@ async def execute(state: VerdictState, runtime: Runtime[VerdictContext]) -> dict
     ctx = context_of(runtime, VerdictContext)
     options = ctx.llm_options()
 
-    async def one(passage: Passage) -> Reply:  # Eq. 8: a single passage per call; instructions are the shared prefix
+    async def one(passage: Passage) -> Reply:  # Eq. 8: one passage per call, after the shared prefix
         return await aask(
             "verdict_execute",
             options,

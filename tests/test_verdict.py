@@ -113,12 +113,16 @@ def test_uncited_readings_are_appended_only_when_asked(collection, scripted):
     assert appended.answer.startswith(plain.answer) and len(appended.answer) > len(plain.answer)
 
 
-def test_execution_calls_share_their_prefix_and_end_with_passage_then_question(collection, scripted):
+def test_execution_calls_share_instructions_and_question_and_end_with_their_passage(collection, scripted):
     _, model = run_verdict(collection, scripted, {"hp-premiere": PREMIERE})
     calls = [c for c in model.calls if c.prompt == "verdict_execute"]
     assert len({c.system for c in calls}) == 1  # identical instructions: llama.cpp reuses their KV cache
-    for call in calls:
-        assert call.user.startswith("Passage: ") and call.user.rstrip().endswith(f"Question: {QUESTION}")
+    passages = set()
+    for call in calls:  # the question is part of the shared prefix, prefilled once; only the passage differs
+        head, passage = call.user.rstrip().split("\n", 1)
+        assert head == f"Question: {QUESTION}" and passage.startswith("Passage: ") and "\n" not in passage
+        passages.add(passage)
+    assert len(passages) == len(calls)
 
 
 def test_execution_fans_out_concurrently(collection, scripted):
