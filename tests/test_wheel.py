@@ -2,6 +2,7 @@
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 import zipfile
@@ -55,3 +56,19 @@ def test_a_method_runs_from_the_installed_wheel_outside_the_checkout(wheel, tmp_
     )
     assert result["answer"] and result["extra"]["interpretations"]  # the prompts and few-shot demos came from the wheel
     assert result["usage"]["total"]["calls"] >= 4
+
+
+def test_a_second_checkout_reads_its_own_prompts_and_data(tmp_path):
+    """Code run from a checkout other than the installed one (a worktree) must not mix in the installed prompts."""
+    copy = tmp_path / "worktree"
+    for folder in ("agent", "graphs", "prompts", "data"):
+        shutil.copytree(ROOT / folder, copy / folder, ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.copy(ROOT / "pyproject.toml", copy)
+    prompt = copy / "prompts" / "closed_book.txt"
+    prompt.write_text(prompt.read_text() + "\nthis checkout's edit\n")
+    code = "from agent.resources import data_file, prompt_file; print(prompt_file('closed_book').read_text()); "
+    code += "print(data_file('fewshot', 'asqa_pool.jsonl'))"
+    done = subprocess.run([sys.executable, "-c", code], cwd=copy, capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "this checkout's edit" in done.stdout
+    assert str(copy / "data" / "fewshot" / "asqa_pool.jsonl") in done.stdout
