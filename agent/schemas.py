@@ -34,6 +34,18 @@ class ExtractedPairs(BaseModel):
     disambiguations: list[QAPair] = Field(default_factory=list)
 
 
+class ShortQAPair(QAPair):
+    answer: str = Field(
+        description="a name, date, number or place of a few words taken from the passages, never a sentence"
+    )
+
+
+class ShortExtractedPairs(BaseModel):
+    """I_e output whose schema asks for short answers (DIVA's ``casebook_short`` layout)."""
+
+    disambiguations: list[ShortQAPair] = Field(default_factory=list)
+
+
 class Disambiguation(QAPair):
     passage_ids: list[str] = Field(default_factory=list, description="passages that support the answer")
 

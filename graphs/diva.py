@@ -7,6 +7,7 @@ Useless: closed_book (I_l).
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any, Literal
 
 import numpy as np
@@ -26,6 +27,7 @@ from agent.steps.ambiguity import classify_ambiguity, infer_interpretations
 from agent.steps.casebook import shared_context
 
 Grade = Literal["Useful", "PartialUseful", "Useless"]
+ExtractLayout = Literal["own_examples", "casebook", "casebook_short"]
 
 
 class DivaContext(RunContext):
@@ -64,6 +66,16 @@ class DivaContext(RunContext):
     )
     max_interpretations: int = Field(
         default=8, ge=1, le=20, description="cap on pseudo-interpretations = verify calls (ours)"
+    )
+    extract_layout: ExtractLayout = Field(
+        default="own_examples",
+        description="I_e's prompt. own_examples: instruction, its own nearest pool examples (a demo's passages → its "
+        "DQ/DA pairs), the passages and the question, as in the paper; casebook: the shared casebook and passages, "
+        "which prefills fewest tokens but makes the local model write sentence-like answers (README, issue 18); "
+        "casebook_short: the casebook, then the passages in I_e's own part and a schema asking for short answers",
+    )
+    extract_prompt_tokens: int = Field(
+        default=3300, ge=256, le=1_000_000, description="estimated prompt tokens of I_e's own prompt (own_examples)"
     )
     verify_max_tokens: int = Field(
         default=24, ge=4, le=300, description="a Yes/No needs few tokens (App. A.4.2: 3 on average)"
@@ -208,7 +220,14 @@ async def verify(state: DivaState, runtime: Runtime[DivaContext]) -> dict:
 
 async def rag_extract(state: DivaState, runtime: Runtime[DivaContext]) -> dict:
     ctx = context_of(runtime, DivaContext)
-    reply = await rac.extract(state["question"], state["kept"], ctx.llm_options(), await casebook(state, ctx))  # Eq. 1
+    question, kept, options = state["question"], state["kept"], ctx.llm_options()
+    if ctx.extract_layout == "own_examples":  # Eq. 1
+        reply = await rac.extract_with_examples(
+            question, kept, options, replace(ctx.shots(), budget=ctx.extract_prompt_tokens)
+        )
+    else:
+        book = await casebook(state, ctx)
+        reply = await rac.extract(question, kept, options, book, short=ctx.extract_layout == "casebook_short")
     return {"disambiguations": reply.value, "passages": state["kept"], "route": "rag", "usage": usage_update(reply)}
 
 

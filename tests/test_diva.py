@@ -10,7 +10,7 @@ from agent.context import RunContext
 from agent.llm.prompts import estimate_tokens
 from agent.retrieval.ingest import ingest
 from agent.steps.ambiguity import DEMO_FILE, AmbiguityDemo, demos_for
-from agent.steps.fewshot import PoolExample, Shots, load_demos
+from agent.steps.fewshot import PoolExample, Shots, load_demos, pool_demos
 from graphs.diva import DivaContext, Verification, adapt, grade_of
 
 QUESTION = "When did the Harry Potter film come out?"
@@ -35,7 +35,8 @@ def script(verify) -> dict:
         "type_ambiguity": TYPING,
         "interpret": INTERPRETATIONS,
         "verify": verify,
-        "rag_extract": EXTRACT,
+        "rag_extract_examples": EXTRACT,
+        "rag_extract": EXTRACT,  # extract_layout="casebook"
         "rag_generate": GENERATE,
         "closed_book": CLOSED_BOOK,
     }
@@ -67,7 +68,7 @@ def test_all_yes_verdicts_grade_useful_and_answer_from_the_kept_passages(collect
         "verify",
         "verify",
         "verify",
-        "rag_extract",
+        "rag_extract_examples",
         "rag_generate",
     ]
     assert calls_by_node(result) == {
@@ -182,7 +183,7 @@ def test_unambiguous_question_still_gets_its_answer(collection, scripted):
             "type_ambiguity": "##Reason: The question asks for one publication date of one novel.\n##Answer: [N/A]",
             "interpret": f"1: {question}",
             "verify": "Yes",
-            "rag_extract": f"DQ 1: {question}\nDA 1: 26 June 1997",
+            "rag_extract_examples": f"DQ 1: {question}\nDA 1: 26 June 1997",
             "rag_generate": "Answer: The novel was first published in the United Kingdom on 26 June 1997.",
         }
     )
@@ -303,16 +304,47 @@ def test_demonstrations_are_the_nearest_pool_examples_or_fixed(collection, scrip
     assert "##Reason: " in typing.system and "Long answer: " in typing.system  # one casebook for I_a ... I_g
 
 
-def test_every_diva_call_starts_with_the_questions_casebook_and_prefills_it_once(collection, scripted):
+def test_every_diva_call_but_i_e_starts_with_the_questions_casebook_and_prefills_it_once(collection, scripted):
+    question = "Who wrote the christmas song mary did you know?"
     name, model = scripted(script("Yes"))
-    result = agent.run(
-        "Who wrote the christmas song mary did you know?", method="diva", llm=name, collection=collection
-    )
+    result = agent.run(question, method="diva", llm=name, collection=collection)
     book = model.calls[0].system
     assert book.startswith("Worked examples.") and len(model.calls) >= 5
-    assert all(call.system.startswith(book) for call in model.calls)
+    assert [c.prompt for c in model.calls if not c.system.startswith(book)] == ["rag_extract_examples"]
+    assert (
+        result.usage.by_node["rag_generate"].prefilled_tokens < 0.5 * result.usage.by_node["rag_generate"].input_tokens
+    )
+    name, model = scripted(script("Yes"))
+    result = agent.run(question, method="diva", llm=name, collection=collection, extract_layout="casebook")
+    assert all(call.system.startswith(book) for call in model.calls)  # I_e reads the casebook too
     total = result.usage.total
     assert total.prefilled_tokens <= 0.5 * total.input_tokens, result.usage.by_node
+
+
+def test_i_e_reads_its_own_nearest_pool_examples_then_the_passages_and_the_question(collection, scripted):
+    """The paper's I_e layout: instruction, k examples of a demo's evidence → its DQ/DA pairs (no typing, no long
+    answer), then the question's passages and the question in the per-call part, within ``extract_prompt_tokens``."""
+    name, model = scripted(script("Yes"))
+    result, _ = run(name, collection)
+    extract = next(c for c in model.calls if c.prompt == "rag_extract_examples")
+    nearest = pool_demos(QUESTION, Shots())
+    assert extract.system.startswith("You clarify ambiguous questions") and extract.system.count("Example\n") >= 4
+    assert (
+        f"Question: {nearest[-1].question}\nDisambiguations:\nDQ 1: {nearest[-1].pairs[0].question}" in extract.system
+    )
+    assert (
+        "Context:\n[1] " in extract.system and "Long answer" not in extract.system and "##Reason" not in extract.system
+    )
+    assert extract.user.startswith("Context:\n[1] ") and extract.user.endswith(
+        f"Question: {QUESTION}\nDisambiguations:"
+    )
+    assert all(p.title in extract.user for p in result.extra["kept"])
+    assert sum(estimate_tokens(str(m.content)) for m in extract.messages) <= DivaContext().extract_prompt_tokens
+    name, model = scripted(script("Yes"))
+    run(name, collection, extract_prompt_tokens=1200)
+    extract = next(c for c in model.calls if c.prompt == "rag_extract_examples")
+    assert extract.system.count("Example\n") < 4  # a smaller budget drops the least similar examples
+    assert sum(estimate_tokens(str(m.content)) for m in extract.messages) <= 1200
 
 
 def test_diva_prompts_keep_its_tighter_budget_and_the_nearest_demos(collection, scripted):
@@ -328,8 +360,9 @@ def test_diva_prompts_keep_its_tighter_budget_and_the_nearest_demos(collection, 
     assert shown and shown == nearest[-len(shown) :]
     name, model = scripted(script("Yes"))
     agent.run(question, method="diva", llm=name, collection=collection)
-    assert all(call.system.startswith(tight) for call in model.calls)
-    for call in model.calls:
+    shared = [call for call in model.calls if call.prompt != "rag_extract_examples"]  # I_e has its own budget
+    assert len(shared) == len(model.calls) - 1 and all(call.system.startswith(tight) for call in shared)
+    for call in shared:
         assert sum(estimate_tokens(str(m.content)) for m in call.messages) <= diva.prompt_tokens
 
 

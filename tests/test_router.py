@@ -17,6 +17,7 @@ SCRIPT = {
     "interpret": INTERPRETATIONS,
     "verify": "Yes",
     "rag_extract": "DQ 1: When was the world premiere?\nDA 1: 4 November 2001",
+    "rag_extract_examples": "DQ 1: When was the world premiere?\nDA 1: 4 November 2001",  # DIVA's I_e
     "rag_generate": "Answer: It premiered on 4 November 2001.",
     "closed_book": "Final Answer: In 2001.",
 }
@@ -62,7 +63,7 @@ def test_clarify_interrupts_with_the_interpretations_and_answers_the_chosen_one(
     connection.close()
     assert final["chosen"] == ["When was the film released in US cinemas?"]
     assert final["answer"] == "It premiered on 4 November 2001."
-    assert model.prompts() == ["type_ambiguity", "interpret", "rag_extract", "rag_generate"]
+    assert model.prompts() == ["type_ambiguity", "interpret", "rag_extract_examples", "rag_generate"]
 
 
 @pytest.mark.parametrize(("method", "node"), [("toc", "generate"), ("verdict", "execute"), ("sunar", "decompose")])

@@ -281,6 +281,8 @@ def _demo_dedup(call: ScriptedCall) -> str:
 
 DEMO_SCRIPT: dict[str, Reply] = {
     "rag_extract": _demo_extract,
+    "rag_extract_examples": _demo_extract,
+    "rag_extract_short": _demo_extract,
     "rag_generate": _demo_generate,
     "closed_book": _demo_closed_book,
     "type_ambiguity": _demo_type_ambiguity,

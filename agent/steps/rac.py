@@ -3,36 +3,82 @@
 Prompts I_e (``rag_extract``), I_g (``rag_generate``) and I_l (``closed_book``) of the DIVA paper (App. D), with the
 k pool demonstrations nearest to the question (DIVA A.4; ToC A.3 found demonstrations with disambiguations help).
 The demonstrations are the question's casebook (``agent.steps.casebook``): every call of a question starts with the
-same examples and passages, so the second call prefills only its instruction.
+same examples and passages, so the second call prefills only its instruction. ``extract_with_examples`` is I_e in
+the paper's own layout instead — instruction, its own examples (a demo's passages → its DQ/DA pairs), then the
+question's passages and the question — which DIVA uses: the small local model copies the casebook's long answers
+into its short ones (README, issue 18).
 """
 
 from __future__ import annotations
 
+import asyncio
+
 from agent.llm.calls import LLMOptions, Reply, aask
 from agent.llm.parsing import parse_disambiguations, parse_long_answer
-from agent.schemas import Disambiguation, ExtractedPairs, Passage
+from agent.llm.prompts import estimate_tokens, load_prompt
+from agent.schemas import Disambiguation, ExtractedPairs, Passage, QAPair, ShortExtractedPairs
 from agent.steps.casebook import shared_context
-from agent.text import render_pairs, supporting_ids
+from agent.steps.fewshot import PoolExample, Shots, fit_examples, pool_demos
+from agent.text import render_pairs, render_passages, supporting_ids
 
 
 async def extract(
-    question: str, passages: list[Passage], options: LLMOptions, book: str
+    question: str, passages: list[Passage], options: LLMOptions, book: str, short: bool = False
 ) -> Reply[list[Disambiguation]]:
-    """I_e: disambiguated questions with answers found in ``passages``; none when the output stays unusable."""
+    """I_e: disambiguated questions with answers found in ``passages``; none when the output stays unusable.
+    ``short``: the passages in the call's own part, after the instruction, and a schema that asks for short answers."""
+    variables = {"passages": render_passages(passages) or "(none)"} if short else {}
     reply = await aask(
-        "rag_extract",
+        "rag_extract_short" if short else "rag_extract",
+        options,
+        parse=parse_disambiguations,
+        schema=ShortExtractedPairs if short else ExtractedPairs,
+        fallback=[],
+        context=shared_context(book, None if short else passages),
+        question=question,
+        **variables,
+    )
+    return reply.with_value(_supported(reply.value, passages))
+
+
+async def extract_with_examples(
+    question: str, passages: list[Passage], options: LLMOptions, shots: Shots
+) -> Reply[list[Disambiguation]]:
+    """I_e with its own ``shots.k`` nearest pool demonstrations, fitted to ``shots.budget``; nothing shared with the
+    question's other calls, so the whole prompt is prefilled."""
+    variables = {"passages": render_passages(passages) or "(none)", "question": question}
+    examples = await asyncio.to_thread(_extraction_examples, question, shots, variables)
+    reply = await aask(
+        "rag_extract_examples",
         options,
         parse=parse_disambiguations,
         schema=ExtractedPairs,
         fallback=[],
-        context=shared_context(book, passages),
-        question=question,
+        examples=examples,
+        **variables,
     )
-    pairs = [
+    return reply.with_value(_supported(reply.value, passages))
+
+
+def _extraction_examples(question: str, shots: Shots, variables: dict[str, str]) -> str:
+    prompt = load_prompt("rag_extract_examples")
+    room = shots.budget - estimate_tokens(
+        prompt.instruction.substitute(examples="") + prompt.user.substitute(variables)
+    )
+    return fit_examples(pool_demos(question, shots), _extraction_example, room)
+
+
+def _extraction_example(demo: PoolExample, words: int) -> str:
+    passages = render_passages(demo.passages, words)
+    return f"Context:\n{passages}\n\nQuestion: {demo.question}\nDisambiguations:\n{render_pairs(demo.pairs)}"
+
+
+def _supported(pairs: list[QAPair], passages: list[Passage]) -> list[Disambiguation]:
+    """The pairs with the ids of the passages that hold each answer."""
+    return [
         Disambiguation(question=p.question, answer=p.answer, passage_ids=supporting_ids(p.answer, passages))
-        for p in reply.value
+        for p in pairs
     ]
-    return reply.with_value(pairs)
 
 
 async def generate(
