@@ -103,6 +103,7 @@ def test_the_call_room_holds_five_passages_the_instruction_and_the_call():
     per_call = {"rag_generate": 300}  # its DQ/DA pairs; elsewhere the question (and verify's reading) alone
     for prompt, reads in [
         ("rag_extract", 1),
+        ("rag_extract_short", 1),
         ("rag_generate", 1),
         ("verify", 1),
         ("closed_book", 0),

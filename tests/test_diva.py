@@ -9,6 +9,7 @@ import agent
 from agent.context import RunContext
 from agent.llm.prompts import estimate_tokens
 from agent.retrieval.ingest import ingest
+from agent.schemas import ShortExtractedPairs
 from agent.steps.ambiguity import DEMO_FILE, AmbiguityDemo, demos_for
 from agent.steps.fewshot import PoolExample, Shots, load_demos, pool_demos
 from graphs.diva import DivaContext, Verification, adapt, grade_of
@@ -35,8 +36,9 @@ def script(verify) -> dict:
         "type_ambiguity": TYPING,
         "interpret": INTERPRETATIONS,
         "verify": verify,
-        "rag_extract_examples": EXTRACT,
-        "rag_extract": EXTRACT,  # extract_layout="casebook"
+        "rag_extract_examples": EXTRACT,  # I_e's default layout; the others:
+        "rag_extract_short": EXTRACT,
+        "rag_extract": EXTRACT,
         "rag_generate": GENERATE,
         "closed_book": CLOSED_BOOK,
     }
@@ -304,28 +306,43 @@ def test_demonstrations_are_the_nearest_pool_examples_or_fixed(collection, scrip
     assert "##Reason: " in typing.system and "Long answer: " in typing.system  # one casebook for I_a ... I_g
 
 
-def test_every_diva_call_but_i_e_starts_with_the_questions_casebook_and_prefills_it_once(collection, scripted):
+def test_every_diva_call_starts_with_the_questions_casebook_and_prefills_it_once(collection, scripted):
     question = "Who wrote the christmas song mary did you know?"
+    for layout in ("casebook_short", "casebook"):
+        name, model = scripted(script("Yes"))
+        result = agent.run(question, method="diva", llm=name, collection=collection, extract_layout=layout)
+        book = model.calls[0].system
+        assert book.startswith("Worked examples.") and len(model.calls) >= 5
+        assert all(call.system.startswith(book) for call in model.calls)
+        total = result.usage.total
+        assert total.prefilled_tokens <= 0.5 * total.input_tokens, result.usage.by_node
     name, model = scripted(script("Yes"))
-    result = agent.run(question, method="diva", llm=name, collection=collection)
-    book = model.calls[0].system
-    assert book.startswith("Worked examples.") and len(model.calls) >= 5
+    agent.run(question, method="diva", llm=name, collection=collection, extract_layout="own_examples")
     assert [c.prompt for c in model.calls if not c.system.startswith(book)] == ["rag_extract_examples"]
-    assert (
-        result.usage.by_node["rag_generate"].prefilled_tokens < 0.5 * result.usage.by_node["rag_generate"].input_tokens
-    )
+
+
+def test_i_e_reads_the_passages_after_its_instruction_and_is_asked_for_short_answers(collection, scripted):
+    """casebook_short: the casebook's worked examples first (cached), then I_e's instruction, the question's passages
+    and the question; its JSON schema describes a DA as a few words, never a sentence."""
     name, model = scripted(script("Yes"))
-    result = agent.run(question, method="diva", llm=name, collection=collection, extract_layout="casebook")
-    assert all(call.system.startswith(book) for call in model.calls)  # I_e reads the casebook too
-    total = result.usage.total
-    assert total.prefilled_tokens <= 0.5 * total.input_tokens, result.usage.by_node
+    result, _ = run(name, collection, extract_layout="casebook_short")
+    verify, extract = model.calls[2], next(c for c in model.calls if c.prompt == "rag_extract_short")
+    assert "Passages retrieved for the question:" in verify.system  # verify reads them in the shared prefix
+    assert "Passages retrieved for the question:" not in extract.system
+    instruction, passages = extract.user.split("Passages retrieved for the question:\n")
+    assert instruction.startswith("You clarify an ambiguous question")
+    answer = ShortExtractedPairs.model_json_schema()["$defs"]["ShortQAPair"]["properties"]["answer"]
+    assert "never a sentence" in answer["description"]  # what a grammar-constraining endpoint gets with the prompt
+    assert all(p.title in passages for p in result.extra["kept"])
+    assert passages.endswith(f"Question: {QUESTION}\nDisambiguations:")
+    assert {d.answer for d in result.disambiguations} == {"4 November 2001", "16 November 2001"}
 
 
 def test_i_e_reads_its_own_nearest_pool_examples_then_the_passages_and_the_question(collection, scripted):
     """The paper's I_e layout: instruction, k examples of a demo's evidence → its DQ/DA pairs (no typing, no long
     answer), then the question's passages and the question in the per-call part, within ``extract_prompt_tokens``."""
     name, model = scripted(script("Yes"))
-    result, _ = run(name, collection)
+    result, _ = run(name, collection)  # the default layout
     extract = next(c for c in model.calls if c.prompt == "rag_extract_examples")
     nearest = pool_demos(QUESTION, Shots())
     assert extract.system.startswith("You clarify ambiguous questions") and extract.system.count("Example\n") >= 4
@@ -341,7 +358,7 @@ def test_i_e_reads_its_own_nearest_pool_examples_then_the_passages_and_the_quest
     assert all(p.title in extract.user for p in result.extra["kept"])
     assert sum(estimate_tokens(str(m.content)) for m in extract.messages) <= DivaContext().extract_prompt_tokens
     name, model = scripted(script("Yes"))
-    run(name, collection, extract_prompt_tokens=1200)
+    run(name, collection, extract_layout="own_examples", extract_prompt_tokens=1200)
     extract = next(c for c in model.calls if c.prompt == "rag_extract_examples")
     assert extract.system.count("Example\n") < 4  # a smaller budget drops the least similar examples
     assert sum(estimate_tokens(str(m.content)) for m in extract.messages) <= 1200

@@ -63,7 +63,7 @@ def test_clarify_interrupts_with_the_interpretations_and_answers_the_chosen_one(
     connection.close()
     assert final["chosen"] == ["When was the film released in US cinemas?"]
     assert final["answer"] == "It premiered on 4 November 2001."
-    assert model.prompts() == ["type_ambiguity", "interpret", "rag_extract_examples", "rag_generate"]
+    assert model.prompts() == ["type_ambiguity", "interpret", "rag_extract", "rag_generate"]
 
 
 @pytest.mark.parametrize(("method", "node"), [("toc", "generate"), ("verdict", "execute"), ("sunar", "decompose")])

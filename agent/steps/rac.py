@@ -3,10 +3,11 @@
 Prompts I_e (``rag_extract``), I_g (``rag_generate``) and I_l (``closed_book``) of the DIVA paper (App. D), with the
 k pool demonstrations nearest to the question (DIVA A.4; ToC A.3 found demonstrations with disambiguations help).
 The demonstrations are the question's casebook (``agent.steps.casebook``): every call of a question starts with the
-same examples and passages, so the second call prefills only its instruction. ``extract_with_examples`` is I_e in
-the paper's own layout instead — instruction, its own examples (a demo's passages → its DQ/DA pairs), then the
-question's passages and the question — which DIVA uses: the small local model copies the casebook's long answers
-into its short ones (README, issue 18).
+same examples and passages, so the second call prefills only its instruction. DIVA's I_e has two more layouts
+(``extract_layout``), because after that shared prefix the small local model writes sentences as short answers
+(README, issue 18): ``extract_with_examples``, its default, the paper's own prompt (its own examples: a demo's
+passages → its DQ/DA pairs), and ``extract(short=True)`` — the casebook, then the instruction, the passages and the
+question, with a schema asking for short answers.
 """
 
 from __future__ import annotations
