@@ -68,13 +68,13 @@ class DivaContext(RunContext):
         default=8, ge=1, le=20, description="cap on pseudo-interpretations = verify calls (ours)"
     )
     extract_layout: ExtractLayout = Field(
-        default="own_examples",
-        description="I_e's prompt. own_examples: instruction, its own nearest pool examples (a demo's passages → its "
-        "DQ/DA pairs), the passages and the question, as in the paper; casebook_short: the shared casebook, then I_e's "
-        "instruction, the passages and the question, with a JSON schema asking for short answers (against "
-        "own_examples on 17 ASQA dev questions: 0.64× the prefilled tokens, STR-EM −0.035 [−0.14, +0.06], ROUGE-L "
-        "+0.063 [+0.02, +0.11]); casebook: the casebook and passages shared with "
-        "verify and I_g, fewest tokens, but the local model writes sentence-like answers (README, issue 18)",
+        default="casebook_short",
+        description="I_e's prompt. casebook_short: the shared casebook, then I_e's instruction, the passages and the "
+        "question, with a JSON schema asking for short answers; own_examples: instruction, its own nearest pool "
+        "examples (a demo's passages → its DQ/DA pairs), the passages and the question, as in the paper (against "
+        "casebook_short on 17 ASQA dev questions: 1.6× the prefilled tokens, STR-EM +0.035 [−0.06, +0.14], ROUGE-L "
+        "−0.063 [−0.11, −0.02]); casebook: the casebook and passages shared with verify and I_g, fewest tokens, but "
+        "the local model writes sentence-like answers (README, issue 18)",
     )
     extract_prompt_tokens: int = Field(
         default=3300, ge=256, le=1_000_000, description="estimated prompt tokens of I_e's own prompt (own_examples)"

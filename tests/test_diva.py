@@ -36,8 +36,8 @@ def script(verify) -> dict:
         "type_ambiguity": TYPING,
         "interpret": INTERPRETATIONS,
         "verify": verify,
-        "rag_extract_examples": EXTRACT,  # I_e's default layout; the others:
-        "rag_extract_short": EXTRACT,
+        "rag_extract_short": EXTRACT,  # I_e's default layout; the others:
+        "rag_extract_examples": EXTRACT,
         "rag_extract": EXTRACT,
         "rag_generate": GENERATE,
         "closed_book": CLOSED_BOOK,
@@ -70,7 +70,7 @@ def test_all_yes_verdicts_grade_useful_and_answer_from_the_kept_passages(collect
         "verify",
         "verify",
         "verify",
-        "rag_extract_examples",
+        "rag_extract_short",
         "rag_generate",
     ]
     assert calls_by_node(result) == {
@@ -185,7 +185,7 @@ def test_unambiguous_question_still_gets_its_answer(collection, scripted):
             "type_ambiguity": "##Reason: The question asks for one publication date of one novel.\n##Answer: [N/A]",
             "interpret": f"1: {question}",
             "verify": "Yes",
-            "rag_extract_examples": f"DQ 1: {question}\nDA 1: 26 June 1997",
+            "rag_extract_short": f"DQ 1: {question}\nDA 1: 26 June 1997",
             "rag_generate": "Answer: The novel was first published in the United Kingdom on 26 June 1997.",
         }
     )
@@ -325,7 +325,7 @@ def test_i_e_reads_the_passages_after_its_instruction_and_is_asked_for_short_ans
     """casebook_short: the casebook's worked examples first (cached), then I_e's instruction, the question's passages
     and the question; its JSON schema describes a DA as a few words, never a sentence."""
     name, model = scripted(script("Yes"))
-    result, _ = run(name, collection, extract_layout="casebook_short")
+    result, _ = run(name, collection)  # the default layout
     verify, extract = model.calls[2], next(c for c in model.calls if c.prompt == "rag_extract_short")
     assert "Passages retrieved for the question:" in verify.system  # verify reads them in the shared prefix
     assert "Passages retrieved for the question:" not in extract.system
@@ -342,7 +342,7 @@ def test_i_e_reads_its_own_nearest_pool_examples_then_the_passages_and_the_quest
     """The paper's I_e layout: instruction, k examples of a demo's evidence → its DQ/DA pairs (no typing, no long
     answer), then the question's passages and the question in the per-call part, within ``extract_prompt_tokens``."""
     name, model = scripted(script("Yes"))
-    result, _ = run(name, collection)  # the default layout
+    result, _ = run(name, collection, extract_layout="own_examples")
     extract = next(c for c in model.calls if c.prompt == "rag_extract_examples")
     nearest = pool_demos(QUESTION, Shots())
     assert extract.system.startswith("You clarify ambiguous questions") and extract.system.count("Example\n") >= 4
@@ -377,9 +377,8 @@ def test_diva_prompts_keep_its_tighter_budget_and_the_nearest_demos(collection, 
     assert shown and shown == nearest[-len(shown) :]
     name, model = scripted(script("Yes"))
     agent.run(question, method="diva", llm=name, collection=collection)
-    shared = [call for call in model.calls if call.prompt != "rag_extract_examples"]  # I_e has its own budget
-    assert len(shared) == len(model.calls) - 1 and all(call.system.startswith(tight) for call in shared)
-    for call in shared:
+    assert all(call.system.startswith(tight) for call in model.calls)
+    for call in model.calls:
         assert sum(estimate_tokens(str(m.content)) for m in call.messages) <= diva.prompt_tokens
 
 

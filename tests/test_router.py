@@ -17,7 +17,7 @@ SCRIPT = {
     "interpret": INTERPRETATIONS,
     "verify": "Yes",
     "rag_extract": "DQ 1: When was the world premiere?\nDA 1: 4 November 2001",
-    "rag_extract_examples": "DQ 1: When was the world premiere?\nDA 1: 4 November 2001",  # DIVA's I_e
+    "rag_extract_short": "DQ 1: When was the world premiere?\nDA 1: 4 November 2001",  # DIVA's I_e
     "rag_generate": "Answer: It premiered on 4 November 2001.",
     "closed_book": "Final Answer: In 2001.",
 }

@@ -32,7 +32,7 @@ def test_a_react_agent_calls_the_method_tool_and_gets_answer_and_artifact(collec
             "type_ambiguity": "##Reason: the premiere and the US release differ. ##Answer: [AmbLoc]",
             "interpret": "1: When was the film's world premiere?\n2: When was the film released in the US?",
             "verify": "Yes",
-            "rag_extract_examples": "DQ 1: When was the world premiere?\nDA 1: 4 November 2001",
+            "rag_extract_short": "DQ 1: When was the world premiere?\nDA 1: 4 November 2001",
             "rag_generate": "Answer: It premiered on 4 November 2001.",
         }
     )

@@ -6,7 +6,7 @@ its own demonstrations first (the papers' layout), consecutive calls share nothi
 examples and passages again. Here a demonstration shows every field the method's prompts need — a pool question with
 its evidence, gold disambiguations and human long answer, and for DIVA also the ambiguity reason, types and readings
 — so that I_a, I_p, verification, I_e, I_g and I_l all read the same examples (the papers' k nearest, from the
-few-shot pool only) and differ only in the instruction that follows (DIVA's I_e has its own examples by default:
+few-shot pool only) and differ only in the instruction that follows (DIVA's I_e can have its own examples instead:
 ``agent.steps.rac``). A method whose only call is I_l (closed book) gets the short form, question and long answer,
 since nothing after it would reuse the rest.
 """

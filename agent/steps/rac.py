@@ -5,9 +5,9 @@ k pool demonstrations nearest to the question (DIVA A.4; ToC A.3 found demonstra
 The demonstrations are the question's casebook (``agent.steps.casebook``): every call of a question starts with the
 same examples and passages, so the second call prefills only its instruction. DIVA's I_e has two more layouts
 (``extract_layout``), because after that shared prefix the small local model writes sentences as short answers
-(README, issue 18): ``extract_with_examples``, its default, the paper's own prompt (its own examples: a demo's
-passages → its DQ/DA pairs), and ``extract(short=True)`` — the casebook, then the instruction, the passages and the
-question, with a schema asking for short answers.
+(README, issue 18): ``extract(short=True)``, its default — the casebook, then the instruction, the passages and the
+question, with a schema asking for short answers — and ``extract_with_examples``, the paper's own prompt (its own
+examples: a demo's passages → its DQ/DA pairs).
 """
 
 from __future__ import annotations
