@@ -10,12 +10,12 @@ from __future__ import annotations
 import asyncio
 import json
 import time
-from collections.abc import Awaitable, Callable, Generator, Iterable, Iterator
+from collections.abc import Awaitable, Callable, Generator, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any, Generic, TypeVar
 
-from langchain_core.messages import AIMessage
+from langchain_core.messages import AIMessage, BaseMessage
 from langchain_core.runnables.config import ContextThreadPoolExecutor
 from langgraph.config import get_config
 from pydantic import BaseModel
@@ -63,6 +63,25 @@ def _schema_hint(schema: type[BaseModel]) -> str:
     return "Reply with one JSON object that follows this JSON schema:\n" + json.dumps(schema.model_json_schema())
 
 
+def _response_format(options: LLMOptions, schema: type[BaseModel] | None) -> dict[str, Any] | None:
+    return json_response_format(options.llm, schema.model_json_schema()) if schema and options.structured else None
+
+
+def transcript(
+    prompt: str,
+    options: LLMOptions,
+    reply: str,
+    *,
+    schema: type[BaseModel] | None = None,
+    context: str = "",
+    **variables: str,
+) -> list[BaseMessage]:
+    """The messages ``ask`` sent for these arguments, then ``reply``: the ``history`` of a call that continues that
+    conversation, so the model's prefix cache serves everything up to the new turn."""
+    hint = _schema_hint(schema) if schema and _response_format(options, schema) else ""
+    return [*render(prompt, system_suffix=hint, context=context, **variables), AIMessage(content=reply)]
+
+
 def ask(
     prompt: str,
     options: LLMOptions,
@@ -72,13 +91,15 @@ def ask(
     fallback: T = _NO_FALLBACK,
     max_tokens: int | None = None,
     context: str = "",
+    history: Sequence[BaseMessage] = (),
     **variables: str,
 ) -> Reply[T]:
     """Call the LLM with ``prompts/<prompt>.txt``; ``parse`` turns the text (plain or JSON) into the value.
 
-    ``context`` is the question's shared prefix (``agent.steps.casebook``). Replies are capped at ``max_tokens``, else
-    at the prompt file's ``max_tokens`` (what its reply needs), never above the run's ``options.max_tokens``."""
-    attempts = _attempts(prompt, options, parse, schema, fallback, max_tokens, context, variables)
+    ``context`` is the question's shared prefix (``agent.steps.casebook``); ``history`` an earlier call's
+    ``transcript``, continued by this call's turn. Replies are capped at ``max_tokens``, else at the prompt file's
+    ``max_tokens`` (what its reply needs), never above the run's ``options.max_tokens``."""
+    attempts = _attempts(prompt, options, parse, schema, fallback, max_tokens, context, history, variables)
     model, messages, config = get_chat_model(options.llm), next(attempts), _call_config(prompt)
     params = attempts.send(None)
     while True:
@@ -104,11 +125,12 @@ async def aask(
     fallback: T = _NO_FALLBACK,
     max_tokens: int | None = None,
     context: str = "",
+    history: Sequence[BaseMessage] = (),
     **variables: str,
 ) -> Reply[T]:
     """``ask`` awaited: the same prompt, parsing, retries and fallback, with the running event loop's client. What
     may block (reading the prompt file, starting the embedded server) runs on a worker thread."""
-    attempts = _attempts(prompt, options, parse, schema, fallback, max_tokens, context, variables)
+    attempts = _attempts(prompt, options, parse, schema, fallback, max_tokens, context, history, variables)
     messages = await asyncio.to_thread(next, attempts)
     model = await asyncio.to_thread(get_chat_model, options.llm, loop=asyncio.get_running_loop())
     config = _call_config(prompt)
@@ -135,14 +157,14 @@ def _attempts(
     fallback: T,
     max_tokens: int | None,
     context: str,
+    history: Sequence[BaseMessage],
     variables: dict[str, str],
 ) -> Generator[Any, Any, Reply[T]]:
     """The retry loop of ``ask`` and ``aask``: yields the messages, then each attempt's model parameters, and is sent
     each reply with its seconds; returns the ``Reply`` (or raises ``OutputError``). Only the calling differs."""
-    response_format = (
-        json_response_format(options.llm, schema.model_json_schema()) if schema and options.structured else None
-    )
-    yield render(prompt, system_suffix=_schema_hint(schema) if response_format else "", context=context, **variables)
+    response_format = _response_format(options, schema)
+    hint = _schema_hint(schema) if schema and response_format else ""
+    yield render(prompt, system_suffix=hint, context=context, history=history, **variables)
     tokens = max_tokens or min(load_prompt(prompt).max_tokens or options.max_tokens, options.max_tokens)
     usage = NodeUsage()
     text = ""

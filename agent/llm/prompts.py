@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import math
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import cache
 from string import Template
@@ -49,14 +50,19 @@ def estimate_tokens(text: str) -> int:
     return math.ceil(len(text) / CHARS_PER_TOKEN)
 
 
-def render(name: str, system_suffix: str = "", context: str = "", **variables: str) -> list[BaseMessage]:
+def render(
+    name: str, system_suffix: str = "", context: str = "", history: Sequence[BaseMessage] = (), **variables: str
+) -> list[BaseMessage]:
     """The messages of one call: [instruction, per-call part], or with a shared ``context``
-    [context, instruction + per-call part]."""
+    [context, instruction + per-call part], or after an earlier call's ``history`` (its messages and reply, which
+    hold the context) [*history, instruction + per-call part]."""
     prompt = load_prompt(name)
     instruction = prompt.instruction.substitute(variables).strip()
     if system_suffix:
         instruction = f"{instruction}\n\n{system_suffix}"
     user = prompt.user.substitute(variables)
+    if history:
+        return [*history, HumanMessage(f"{instruction}\n\n{user}")]
     if context:
         return [SystemMessage(context), HumanMessage(f"{instruction}\n\n{user}")]
     return [SystemMessage(instruction), HumanMessage(user)]

@@ -170,9 +170,10 @@ def _question(call: ScriptedCall) -> str:
 
 
 def _retrieved(call: ScriptedCall) -> str:
-    """The call's own passages: after the shared context's heading (not the worked examples' evidence), else the
-    per-call part."""
-    _, heading, passages = call.system.rpartition(PASSAGES_HEADING)
+    """The call's own passages: after the last passages heading of the conversation (not the worked examples'
+    evidence; a call may continue an earlier one that read them), else the per-call part."""
+    conversation = "\n".join(str(m.content) for m in call.messages)
+    _, heading, passages = conversation.rpartition(PASSAGES_HEADING)
     return passages if heading else call.user
 
 

@@ -6,15 +6,19 @@ The demonstrations are the question's casebook (``agent.steps.casebook``): every
 same examples and passages, so the second call prefills only its instruction. DIVA's I_e has two more layouts
 (``extract_layout``), because after that shared prefix the small local model writes sentences as short answers
 (README, issue 18): ``extract(short=True)``, its default — the casebook, then the instruction, the passages and the
-question, with a schema asking for short answers — and ``extract_with_examples``, the paper's own prompt (its own
-examples: a demo's passages → its DQ/DA pairs).
+question, with a schema asking for short answers, whose conversation DIVA's later calls continue
+(``short_extract_transcript``) — and ``extract_with_examples``, the paper's own prompt (its own examples: a demo's
+passages → its DQ/DA pairs).
 """
 
 from __future__ import annotations
 
 import asyncio
+from typing import Any
 
-from agent.llm.calls import LLMOptions, Reply, aask
+from langchain_core.messages import BaseMessage
+
+from agent.llm.calls import LLMOptions, Reply, aask, transcript
 from agent.llm.parsing import parse_disambiguations, parse_long_answer
 from agent.llm.prompts import estimate_tokens, load_prompt
 from agent.schemas import Disambiguation, ExtractedPairs, Passage, QAPair, ShortExtractedPairs
@@ -28,18 +32,24 @@ async def extract(
 ) -> Reply[list[Disambiguation]]:
     """I_e: disambiguated questions with answers found in ``passages``; none when the output stays unusable.
     ``short``: the passages in the call's own part, after the instruction, and a schema that asks for short answers."""
-    variables = {"passages": render_passages(passages) or "(none)"} if short else {}
+    call = _short_extract_call(question, passages, book) if short else _extract_call(question, passages, book)
     reply = await aask(
         "rag_extract_short" if short else "rag_extract",
         options,
         parse=parse_disambiguations,
         schema=ShortExtractedPairs if short else ExtractedPairs,
         fallback=[],
-        context=shared_context(book, None if short else passages),
-        question=question,
-        **variables,
+        **call,
     )
     return reply.with_value(_supported(reply.value, passages))
+
+
+def _extract_call(question: str, passages: list[Passage], book: str) -> dict[str, str]:
+    return {"context": shared_context(book, passages), "question": question}
+
+
+def _short_extract_call(question: str, passages: list[Passage], book: str) -> dict[str, str]:
+    return {"context": shared_context(book), "question": question, "passages": render_passages(passages) or "(none)"}
 
 
 async def extract_with_examples(
@@ -82,19 +92,35 @@ def _supported(pairs: list[QAPair], passages: list[Passage]) -> list[Disambiguat
     ]
 
 
+def short_extract_transcript(
+    question: str, passages: list[Passage], options: LLMOptions, book: str, reply: str
+) -> list[BaseMessage]:
+    """The conversation of ``extract(short=True)`` for these passages, ending with its ``reply``: calls that continue
+    it (DIVA's verify and I_g) find the casebook and the passages in it, and the prefix cache serves all of it."""
+    call = _short_extract_call(question, passages, book)
+    return transcript("rag_extract_short", options, reply, schema=ShortExtractedPairs, **call)
+
+
 async def generate(
-    question: str, pairs: list[Disambiguation], passages: list[Passage], options: LLMOptions, book: str
+    question: str,
+    pairs: list[Disambiguation],
+    passages: list[Passage],
+    options: LLMOptions,
+    book: str,
+    history: list[BaseMessage] | None = None,
 ) -> Reply[str]:
-    """I_g: the long-form answer. If the model's text stays unusable after the retries, the answer lists the pairs;
-    without pairs that is an ``OutputError`` (an unusable reply is never the answer)."""
+    """I_g: the long-form answer, after the shared casebook + passages, or continuing ``history`` (which holds
+    them). If the model's text stays unusable after the retries, the answer lists the pairs; without pairs that is an
+    ``OutputError`` (an unusable reply is never the answer)."""
     fallback = {"fallback": " ".join(f"{p.question} {p.answer}." for p in pairs)} if pairs else {}
+    where: dict[str, Any] = {"history": history} if history else {"context": shared_context(book, passages)}
     return await aask(
         "rag_generate",
         options,
         parse=parse_long_answer,
-        context=shared_context(book, passages),
         question=question,
         disambiguations=render_pairs(pairs),
+        **where,
         **fallback,
     )
 
