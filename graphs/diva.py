@@ -1,12 +1,9 @@
 """DIVA (In et al.): diversify the retrieval, verify it, adapt the generation to its grade — Algorithm 1.
 
 type_ambiguity (I_a) → interpret (I_p) → retrieve (pool C, top-K per interpretation) → prune (top-K by Eq. 5)
-→ rag_extract (I_e) → verify (one Yes/No per interpretation, Eq. 7) → Useful / PartialUseful: rag_generate (I_g);
-Useless: closed_book (I_l), and I_e's pairs are dropped.
-
-I_e runs before verify, not after it as in Algorithm 1, for the prefix cache: in the default ``casebook_short``
-layout verify and I_g continue I_e's conversation (casebook, instruction, passages, question, I_e's reply), so the
-passages are prefilled once. What each step reads and decides is the paper's; a Useless grade wastes the I_e call.
+→ verify (one Yes/No per interpretation, Eq. 7) → Useful / PartialUseful: rag_extract (I_e) → rag_generate (I_g);
+Useless: closed_book (I_l). In the default ``casebook_short`` layout I_g continues I_e's conversation (casebook,
+instruction, passages, question, I_e's reply), so it prefills only its own turn.
 """
 
 from __future__ import annotations
@@ -15,7 +12,6 @@ from dataclasses import replace
 from typing import Any, Literal
 
 import numpy as np
-from langchain_core.messages import BaseMessage
 from langgraph.graph import END, START, StateGraph
 from langgraph.runtime import Runtime
 from pydantic import BaseModel, Field
@@ -126,7 +122,7 @@ class TypedQuestionInput(QuestionInput, total=False):
 
 class DivaState(QuestionInput, DivaOutput, total=False):
     scored: list[ScoredPassage]  # P̃, the union of the interpretations' top-K, scored by Eq. 5 in prune
-    short_extract_reply: str | None  # I_e's reply (casebook_short), whose conversation verify and I_g continue
+    short_extract_reply: str | None  # I_e's reply (casebook_short), whose conversation I_g continues
 
 
 async def casebook(state: DivaState, ctx: DivaContext) -> str:
@@ -204,9 +200,7 @@ def grade_of(verdicts: list[Verification]) -> Grade:
 async def verify(state: DivaState, runtime: Runtime[DivaContext]) -> dict:
     ctx = context_of(runtime, DivaContext)
     options = ctx.llm_options()
-    # one prefix for every call (App. A.4.2): I_e's conversation, which holds the passages, or casebook + passages
-    history = await extract_transcript(state, ctx)
-    where = {"history": history} if history else {"context": shared_context(await casebook(state, ctx), state["kept"])}
+    context = shared_context(await casebook(state, ctx), state["kept"])  # one prefix for every call (App. A.4.2)
 
     async def check(interpretation: str) -> Reply[bool]:
         return await aask(
@@ -216,8 +210,8 @@ async def verify(state: DivaState, runtime: Runtime[DivaContext]) -> dict:
             schema=YesNo,
             fallback=False,  # unparseable after retries counts as No
             max_tokens=ctx.verify_max_tokens,
+            context=context,
             interpretation=interpretation,
-            **where,
         )
 
     replies = await gather_concurrently(check, state["interpretations"], ctx.max_concurrency)  # Eq. 7
@@ -241,25 +235,20 @@ async def rag_extract(state: DivaState, runtime: Runtime[DivaContext]) -> dict:
     continued = ctx.extract_layout == "casebook_short" and reply.parsed  # an unusable reply is not built on
     return {
         "disambiguations": reply.value,
+        "passages": kept,
+        "route": "rag",
         "short_extract_reply": reply.text if continued else None,
         "usage": usage_update(reply),
     }
 
 
-async def extract_transcript(state: DivaState, ctx: DivaContext) -> list[BaseMessage] | None:
-    """I_e's conversation with its reply, for verify and I_g to continue; None outside ``casebook_short``."""
-    if not (reply := state.get("short_extract_reply")):
-        return None
-    book = await casebook(state, ctx)
-    return rac.short_extract_transcript(state["question"], state["kept"], ctx.llm_options(), book, reply)
-
-
 async def rag_generate(state: DivaState, runtime: Runtime[DivaContext]) -> dict:
     ctx = context_of(runtime, DivaContext)
-    question, pairs, kept = state["question"], state["disambiguations"], state["kept"]
-    book, history = await casebook(state, ctx), await extract_transcript(state, ctx)
-    reply = await rac.generate(question, pairs, kept, ctx.llm_options(), book, history)  # Eq. 2
-    return {"answer": reply.value, "passages": kept, "route": "rag", "usage": usage_update(reply)}
+    question, passages, options = state["question"], state["passages"], ctx.llm_options()
+    book, extracted = await casebook(state, ctx), state.get("short_extract_reply")
+    history = rac.short_extract_transcript(question, passages, options, book, extracted) if extracted else None
+    reply = await rac.generate(question, state["disambiguations"], passages, options, book, history)  # Eq. 2
+    return {"answer": reply.value, "usage": usage_update(reply)}
 
 
 async def closed_book(state: DivaState, runtime: Runtime[DivaContext]) -> dict:
@@ -274,9 +263,9 @@ async def closed_book(state: DivaState, runtime: Runtime[DivaContext]) -> dict:
     }
 
 
-def adapt(state: DivaState) -> Literal["rag_generate", "closed_book"]:
+def adapt(state: DivaState) -> Literal["rag_extract", "closed_book"]:
     """Algorithm 1 lines 14–17: answer from the passages unless verification found them Useless."""
-    return "closed_book" if state["grade"] == "Useless" else "rag_generate"
+    return "closed_book" if state["grade"] == "Useless" else "rag_extract"
 
 
 def build(input_schema: type = QuestionInput) -> Any:
@@ -294,9 +283,9 @@ def build(input_schema: type = QuestionInput) -> Any:
     builder.add_edge("type_ambiguity", "interpret")
     builder.add_edge("interpret", "retrieve")
     builder.add_edge("retrieve", "prune")
-    builder.add_edge("prune", "rag_extract")
-    builder.add_edge("rag_extract", "verify")
+    builder.add_edge("prune", "verify")
     builder.add_conditional_edges("verify", adapt)
+    builder.add_edge("rag_extract", "rag_generate")
     builder.add_edge("rag_generate", END)
     builder.add_edge("closed_book", END)
     return builder.compile(name="diva")

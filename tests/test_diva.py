@@ -25,7 +25,7 @@ INTERPRETATIONS = f"##Disambiguations:\n1: {PREMIERE}\n2: {US_RELEASE}\n3: {BOOK
 EXTRACT = "DQ 1: When was the world premiere of the film?\nDA 1: 4 November 2001\nDQ 2: When was it released in US cinemas?\nDA 2: 16 November 2001"
 GENERATE = "Answer: The film premiered in London on 4 November 2001 and reached US cinemas on 16 November 2001."
 CLOSED_BOOK = "Final Answer: The first Harry Potter film came out in November 2001."
-RAG_NODES = ["type_ambiguity", "interpret", "retrieve", "prune", "rag_extract", "verify", "rag_generate"]
+RAG_NODES = ["type_ambiguity", "interpret", "retrieve", "prune", "verify", "rag_extract", "rag_generate"]
 
 
 def asked(call) -> str:
@@ -69,10 +69,10 @@ def test_all_yes_verdicts_grade_useful_and_answer_from_the_kept_passages(collect
     assert model.prompts() == [
         "type_ambiguity",
         "interpret",
+        "verify",
+        "verify",
+        "verify",
         "rag_extract_short",
-        "verify",
-        "verify",
-        "verify",
         "rag_generate",
     ]
     assert calls_by_node(result) == {
@@ -112,23 +112,9 @@ def test_mixed_verdicts_grade_partial_useful_and_still_use_the_passages(collecti
 def test_all_no_verdicts_route_to_closed_book(collection, scripted):
     name, model = scripted(script("No"))
     result, nodes = run(name, collection)
-    assert nodes == ["type_ambiguity", "interpret", "retrieve", "prune", "rag_extract", "verify", "closed_book"]
-    assert model.prompts() == [
-        "type_ambiguity",
-        "interpret",
-        "rag_extract_short",  # before verify, for the prefix cache: its pairs are dropped on this route
-        "verify",
-        "verify",
-        "verify",
-        "closed_book",
-    ]
-    assert calls_by_node(result) == {
-        "type_ambiguity": 1,
-        "interpret": 1,
-        "rag_extract": 1,
-        "verify": 3,
-        "closed_book": 1,
-    }
+    assert nodes == ["type_ambiguity", "interpret", "retrieve", "prune", "verify", "closed_book"]
+    assert model.prompts() == ["type_ambiguity", "interpret", "verify", "verify", "verify", "closed_book"]
+    assert calls_by_node(result) == {"type_ambiguity": 1, "interpret": 1, "verify": 3, "closed_book": 1}
     assert (result.extra["grade"], result.extra["route"]) == ("Useless", "closed_book")
     assert result.answer == "The first Harry Potter film came out in November 2001."
     assert result.passages == [] and result.disambiguations == []
@@ -143,18 +129,12 @@ def test_verify_calls_share_the_passages_prefix_ask_the_interpretation_last_and_
     result, _ = run(name, collection)
     verify_calls = [c for c in model.calls if c.prompt == "verify"]
     assert sorted(asked(c) for c in verify_calls) == sorted([PREMIERE, US_RELEASE, BOOK])
-    assert len({tuple(str(m.content) for m in c.messages[:-1]) for c in verify_calls}) == 1  # one shared prefix
+    assert len({c.system for c in verify_calls}) == 1  # casebook and passages: one shared prefix
     assert len({c.user.rsplit("\n", 1)[0] for c in verify_calls}) == 1  # then the instruction, the reading last
-    passages = str(verify_calls[0].messages[1].content).split("Passages retrieved for the question:")[1]
+    passages = verify_calls[0].system.split("Passages retrieved for the question:")[1]
     assert all(p.text in passages for p in result.extra["kept"])
     assert max(c.started for c in verify_calls) < min(c.ended for c in verify_calls)  # run concurrently
     assert all(c.kwargs["max_tokens"] == 24 and c.kwargs["temperature"] == 0.3 for c in verify_calls)
-    for layout in ("casebook", "own_examples"):  # no I_e conversation to continue: casebook + passages
-        name, model = scripted(script("Yes"))
-        run(name, collection, extract_layout=layout)
-        verify_calls = [c for c in model.calls if c.prompt == "verify"]
-        assert {len(c.messages) for c in verify_calls} == {2} and len({c.system for c in verify_calls}) == 1
-        assert all(p.text in verify_calls[0].system for p in result.extra["kept"])
 
 
 def test_no_interpretations_fall_back_to_the_question_itself(collection, scripted):
@@ -181,7 +161,7 @@ def test_fewer_candidates_than_k_are_all_kept(collection, scripted):
     assert nodes == RAG_NODES
     assert len(updates["prune"]["scored"]) == 3 and all(s.kept for s in updates["prune"]["scored"])
     assert len(result.extra["kept"]) == 3
-    assert all(p.text in model.calls[2].user for p in result.extra["kept"])  # I_e's
+    assert all(p.text in model.calls[2].system for p in result.extra["kept"])
 
 
 def test_unparseable_verdicts_count_as_no_after_retries(collection, scripted):
@@ -296,8 +276,8 @@ def test_grade_follows_the_share_of_yes_verdicts_and_routes_useless_to_closed_bo
     assert grade_of(verdicts("Yes", "No")) == "PartialUseful"
     assert grade_of(verdicts("No", "No")) == "Useless"
     assert [adapt({"grade": g}) for g in ("Useful", "PartialUseful", "Useless")] == [
-        "rag_generate",
-        "rag_generate",
+        "rag_extract",
+        "rag_extract",
         "closed_book",
     ]
 
@@ -348,7 +328,8 @@ def test_i_e_reads_the_passages_after_its_instruction_and_is_asked_for_short_ans
     and the question; its JSON schema describes a DA as a few words, never a sentence."""
     name, model = scripted(script("Yes"))
     result, _ = run(name, collection)  # the default layout
-    extract = next(c for c in model.calls if c.prompt == "rag_extract_short")
+    verify, extract = model.calls[2], next(c for c in model.calls if c.prompt == "rag_extract_short")
+    assert "Passages retrieved for the question:" in verify.system  # verify reads them in the shared prefix
     assert "Passages retrieved for the question:" not in extract.system
     instruction, passages = extract.user.split("Passages retrieved for the question:\n")
     assert instruction.startswith("You clarify an ambiguous question")
@@ -359,31 +340,32 @@ def test_i_e_reads_the_passages_after_its_instruction_and_is_asked_for_short_ans
     assert {d.answer for d in result.disambiguations} == {"4 November 2001", "16 November 2001"}
 
 
-def test_verify_and_i_g_continue_i_e_s_conversation_and_prefill_only_their_own_turns(collection, scripted):
-    """casebook_short: verify's and I_g's prompts are I_e's (casebook, instruction, passages, question), I_e's reply,
-    then their own turn, so the prefix cache serves all of I_e's prompt; the other layouts, or an unusable I_e reply,
-    read the shared casebook + passages instead."""
+def test_i_g_continues_i_e_s_conversation_and_prefills_only_its_own_turn(collection, scripted):
+    """casebook_short: I_g's prompt is I_e's (casebook, instruction, passages, question), I_e's reply, then I_g's turn,
+    so the prefix cache serves all of I_e's prompt; the other layouts, or an unusable I_e reply, read the shared
+    casebook + passages instead."""
     name, model = scripted(script("Yes"))
     result, _ = run(name, collection)
     extract = next(c for c in model.calls if c.prompt == "rag_extract_short")
-    later = [c for c in model.calls if c.prompt in ("verify", "rag_generate")]
-    assert len(later) == 4
-    for call in later:
-        assert call.messages[: len(extract.messages)] == extract.messages
-        assert len(call.messages) == len(extract.messages) + 2
-        reply = call.messages[len(extract.messages)]
-        assert isinstance(reply, AIMessage) and reply.content == EXTRACT
-    generate = later[-1]
+    generate = next(c for c in model.calls if c.prompt == "rag_generate")
+    assert generate.messages[: len(extract.messages)] == extract.messages
+    assert len(generate.messages) == len(extract.messages) + 2
+    reply = generate.messages[len(extract.messages)]
+    assert isinstance(reply, AIMessage) and reply.content == EXTRACT
     assert generate.user.startswith("You write the final answer") and "DA 2: 16 November 2001" in generate.user
-    for node, calls in (("verify", later[:3]), ("rag_generate", later[3:])):  # at most their turns, role marker too
-        own_turns = sum(len(re.findall(r"\w+|[^\w\s]", c.user)) + 1 for c in calls)
-        assert 0 < result.usage.by_node[node].prefilled_tokens <= own_turns
+    own_turn = len(re.findall(r"\w+|[^\w\s]", EXTRACT + " " + generate.user)) + 2  # + the two role markers
+    assert result.usage.by_node["rag_generate"].prefilled_tokens == own_turn
     assert result.answer == GENERATE.removeprefix("Answer: ")
 
-    name, model = scripted(script("Yes") | {"rag_extract_short": "%%%@@@ ~~~"})
-    run(name, collection)
-    later = [c for c in model.calls if c.prompt in ("verify", "rag_generate")]
-    assert {len(c.messages) for c in later} == {2} and "Passages retrieved for the question:" in later[-1].system
+    for layout, replies in (
+        ("own_examples", script("Yes")),
+        ("casebook", script("Yes")),
+        ("casebook_short", script("Yes") | {"rag_extract_short": "%%%@@@ ~~~"}),
+    ):
+        name, model = scripted(replies)
+        run(name, collection, extract_layout=layout)
+        generate = next(c for c in model.calls if c.prompt == "rag_generate")
+        assert len(generate.messages) == 2 and "Passages retrieved for the question:" in generate.system
 
 
 def test_i_e_reads_its_own_nearest_pool_examples_then_the_passages_and_the_question(collection, scripted):

@@ -6,7 +6,7 @@ The demonstrations are the question's casebook (``agent.steps.casebook``): every
 same examples and passages, so the second call prefills only its instruction. DIVA's I_e has two more layouts
 (``extract_layout``), because after that shared prefix the small local model writes sentences as short answers
 (README, issue 18): ``extract(short=True)``, its default — the casebook, then the instruction, the passages and the
-question, with a schema asking for short answers, whose conversation DIVA's later calls continue
+question, with a schema asking for short answers, whose conversation DIVA's I_g continues
 (``short_extract_transcript``) — and ``extract_with_examples``, the paper's own prompt (its own examples: a demo's
 passages → its DQ/DA pairs).
 """
@@ -96,7 +96,7 @@ def short_extract_transcript(
     question: str, passages: list[Passage], options: LLMOptions, book: str, reply: str
 ) -> list[BaseMessage]:
     """The conversation of ``extract(short=True)`` for these passages, ending with its ``reply``: calls that continue
-    it (DIVA's verify and I_g) find the casebook and the passages in it, and the prefix cache serves all of it."""
+    it (DIVA's I_g) find the casebook and the passages in it, and the prefix cache serves all of it."""
     call = _short_extract_call(question, passages, book)
     return transcript("rag_extract_short", options, reply, schema=ShortExtractedPairs, **call)
 
