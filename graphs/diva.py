@@ -2,8 +2,9 @@
 
 type_ambiguity (I_a) → interpret (I_p) → retrieve (pool C, top-K per interpretation) → prune (top-K by Eq. 5)
 → verify (one Yes/No per interpretation, Eq. 7) → Useful / PartialUseful: rag_extract (I_e) → rag_generate (I_g);
-Useless: closed_book (I_l). In the default ``casebook_short`` layout I_g continues I_e's conversation (casebook,
-instruction, passages, question, I_e's reply), so it prefills only its own turn.
+Useless: closed_book (I_l). Every call opens with the question's casebook; in the default ``casebook_short`` layout
+verify's calls and I_e then open their turn with the kept passages, and I_g continues I_e's conversation, so the
+casebook and the passages are each prefilled once.
 """
 
 from __future__ import annotations
@@ -25,10 +26,10 @@ from agent.schemas import AmbiguityType, Passage, YesNo
 from agent.state import AnswerOutput, QuestionInput
 from agent.steps import rac
 from agent.steps.ambiguity import classify_ambiguity, infer_interpretations
-from agent.steps.casebook import shared_context
+from agent.steps.casebook import evidence, shared_context
 
 Grade = Literal["Useful", "PartialUseful", "Useless"]
-ExtractLayout = Literal["own_examples", "casebook", "casebook_short"]
+ExtractLayout = Literal["own_examples", "casebook_short"]
 
 
 class DivaContext(RunContext):
@@ -70,12 +71,11 @@ class DivaContext(RunContext):
     )
     extract_layout: ExtractLayout = Field(
         default="casebook_short",
-        description="I_e's prompt. casebook_short: the shared casebook, then I_e's instruction, the passages and the "
-        "question, with a JSON schema asking for short answers; own_examples: instruction, its own nearest pool "
-        "examples (a demo's passages → its DQ/DA pairs), the passages and the question, as in the paper (against "
-        "casebook_short on 17 ASQA dev questions: 1.6× the prefilled tokens, STR-EM +0.035 [−0.06, +0.14], ROUGE-L "
-        "−0.063 [−0.11, −0.02]); casebook: the casebook and passages shared with verify and I_g, fewest tokens, but "
-        "the local model writes sentence-like answers (README, issue 18)",
+        description="I_e's prompt. casebook_short: the shared casebook, then the passages (as verify's calls read them), "
+        "I_e's instruction and the question, with a JSON schema asking for short answers; I_g continues its "
+        "conversation. own_examples: instruction, its own nearest pool examples (a demo's passages → its DQ/DA pairs), "
+        "the passages and the question, as in the paper (against casebook_short on 17 ASQA dev questions: STR-EM "
+        "+0.035 [−0.06, +0.14], ROUGE-L −0.063 [−0.11, −0.02]; on rows 0–9 2.3× the prefilled tokens, README)",
     )
     extract_prompt_tokens: int = Field(
         default=3300, ge=256, le=1_000_000, description="estimated prompt tokens of I_e's own prompt (own_examples)"
@@ -200,7 +200,7 @@ def grade_of(verdicts: list[Verification]) -> Grade:
 async def verify(state: DivaState, runtime: Runtime[DivaContext]) -> dict:
     ctx = context_of(runtime, DivaContext)
     options = ctx.llm_options()
-    context = shared_context(await casebook(state, ctx), state["kept"])  # one prefix for every call (App. A.4.2)
+    context, passages = shared_context(await casebook(state, ctx)), evidence(state["kept"])  # shared with I_e
 
     async def check(interpretation: str) -> Reply[bool]:
         return await aask(
@@ -211,6 +211,7 @@ async def verify(state: DivaState, runtime: Runtime[DivaContext]) -> dict:
             fallback=False,  # unparseable after retries counts as No
             max_tokens=ctx.verify_max_tokens,
             context=context,
+            evidence=passages,
             interpretation=interpretation,
         )
 
@@ -230,8 +231,7 @@ async def rag_extract(state: DivaState, runtime: Runtime[DivaContext]) -> dict:
             question, kept, options, replace(ctx.shots(), budget=ctx.extract_prompt_tokens)
         )
     else:
-        book = await casebook(state, ctx)
-        reply = await rac.extract(question, kept, options, book, short=ctx.extract_layout == "casebook_short")
+        reply = await rac.extract(question, kept, options, await casebook(state, ctx), short=True)
     continued = ctx.extract_layout == "casebook_short" and reply.parsed  # an unusable reply is not built on
     return {
         "disambiguations": reply.value,

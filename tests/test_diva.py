@@ -129,9 +129,9 @@ def test_verify_calls_share_the_passages_prefix_ask_the_interpretation_last_and_
     result, _ = run(name, collection)
     verify_calls = [c for c in model.calls if c.prompt == "verify"]
     assert sorted(asked(c) for c in verify_calls) == sorted([PREMIERE, US_RELEASE, BOOK])
-    assert len({c.system for c in verify_calls}) == 1  # casebook and passages: one shared prefix
-    assert len({c.user.rsplit("\n", 1)[0] for c in verify_calls}) == 1  # then the instruction, the reading last
-    passages = verify_calls[0].system.split("Passages retrieved for the question:")[1]
+    assert len({c.system for c in verify_calls}) == 1  # the casebook
+    assert len({c.user.rsplit("\n", 1)[0] for c in verify_calls}) == 1  # passages, instruction: the reading last
+    passages = verify_calls[0].user.split("Passages retrieved for the question:")[1]
     assert all(p.text in passages for p in result.extra["kept"])
     assert max(c.started for c in verify_calls) < min(c.ended for c in verify_calls)  # run concurrently
     assert all(c.kwargs["max_tokens"] == 24 and c.kwargs["temperature"] == 0.3 for c in verify_calls)
@@ -161,7 +161,7 @@ def test_fewer_candidates_than_k_are_all_kept(collection, scripted):
     assert nodes == RAG_NODES
     assert len(updates["prune"]["scored"]) == 3 and all(s.kept for s in updates["prune"]["scored"])
     assert len(result.extra["kept"]) == 3
-    assert all(p.text in model.calls[2].system for p in result.extra["kept"])
+    assert all(p.text in model.calls[2].user for p in result.extra["kept"])
 
 
 def test_unparseable_verdicts_count_as_no_after_retries(collection, scripted):
@@ -310,40 +310,43 @@ def test_demonstrations_are_the_nearest_pool_examples_or_fixed(collection, scrip
 
 def test_every_diva_call_starts_with_the_questions_casebook_and_prefills_it_once(collection, scripted):
     question = "Who wrote the christmas song mary did you know?"
-    for layout in ("casebook_short", "casebook"):
-        name, model = scripted(script("Yes"))
-        result = agent.run(question, method="diva", llm=name, collection=collection, extract_layout=layout)
-        book = model.calls[0].system
-        assert book.startswith("Worked examples.") and len(model.calls) >= 5
-        assert all(call.system.startswith(book) for call in model.calls)
-        total = result.usage.total
-        assert total.prefilled_tokens <= 0.5 * total.input_tokens, result.usage.by_node
+    name, model = scripted(script("Yes"))
+    result = agent.run(question, method="diva", llm=name, collection=collection)
+    book = model.calls[0].system
+    assert book.startswith("Worked examples.") and len(model.calls) >= 5
+    assert all(call.system.startswith(book) for call in model.calls)
+    total = result.usage.total
+    assert total.prefilled_tokens <= 0.5 * total.input_tokens, result.usage.by_node
     name, model = scripted(script("Yes"))
     agent.run(question, method="diva", llm=name, collection=collection, extract_layout="own_examples")
     assert [c.prompt for c in model.calls if not c.system.startswith(book)] == ["rag_extract_examples"]
 
 
-def test_i_e_reads_the_passages_after_its_instruction_and_is_asked_for_short_answers(collection, scripted):
-    """casebook_short: the casebook's worked examples first (cached), then I_e's instruction, the question's passages
-    and the question; its JSON schema describes a DA as a few words, never a sentence."""
+def test_verify_and_i_e_open_their_turn_with_the_same_passages_so_i_e_prefills_only_its_own_part(collection, scripted):
+    """casebook_short: the casebook's worked examples (system), then the question's passages opening the user turn,
+    then the call's instruction and question. Verify's calls and I_e share all but their instructions, so I_e prefills
+    only its own; its JSON schema describes a DA as a few words, never a sentence."""
     name, model = scripted(script("Yes"))
     result, _ = run(name, collection)  # the default layout
-    verify, extract = model.calls[2], next(c for c in model.calls if c.prompt == "rag_extract_short")
-    assert "Passages retrieved for the question:" in verify.system  # verify reads them in the shared prefix
-    assert "Passages retrieved for the question:" not in extract.system
-    instruction, passages = extract.user.split("Passages retrieved for the question:\n")
-    assert instruction.startswith("You clarify an ambiguous question")
+    verify = [c for c in model.calls if c.prompt == "verify"]
+    extract = next(c for c in model.calls if c.prompt == "rag_extract_short")
+    heading = "Passages retrieved for the question:\n"
+    assert all(heading not in c.system for c in [*verify, extract])
+    evidence, own_part = extract.user.split("\n\nYou clarify an ambiguous question")
+    assert evidence.startswith(heading) and all(p.title in evidence for p in result.extra["kept"])
+    assert all(c.user.startswith(f"{evidence}\n\nYou check retrieved documents") for c in verify)
+    assert extract.user.endswith(f"Question: {QUESTION}\nDisambiguations:")
+    own = len(re.findall(r"\w+|[^\w\s]", f"clarify an ambiguous question{own_part}"))  # "You" opens both instructions
+    assert result.usage.by_node["rag_extract"].prefilled_tokens == own
     answer = ShortExtractedPairs.model_json_schema()["$defs"]["ShortQAPair"]["properties"]["answer"]
     assert "never a sentence" in answer["description"]  # what a grammar-constraining endpoint gets with the prompt
-    assert all(p.title in passages for p in result.extra["kept"])
-    assert passages.endswith(f"Question: {QUESTION}\nDisambiguations:")
     assert {d.answer for d in result.disambiguations} == {"4 November 2001", "16 November 2001"}
 
 
 def test_i_g_continues_i_e_s_conversation_and_prefills_only_its_own_turn(collection, scripted):
-    """casebook_short: I_g's prompt is I_e's (casebook, instruction, passages, question), I_e's reply, then I_g's turn,
-    so the prefix cache serves all of I_e's prompt; the other layouts, or an unusable I_e reply, read the shared
-    casebook + passages instead."""
+    """casebook_short: I_g's prompt is I_e's (casebook, passages, instruction, question), I_e's reply, then I_g's turn,
+    so the prefix cache serves all of I_e's prompt; own_examples, or an unusable I_e reply, read the shared casebook +
+    passages instead."""
     name, model = scripted(script("Yes"))
     result, _ = run(name, collection)
     extract = next(c for c in model.calls if c.prompt == "rag_extract_short")
@@ -359,7 +362,6 @@ def test_i_g_continues_i_e_s_conversation_and_prefills_only_its_own_turn(collect
 
     for layout, replies in (
         ("own_examples", script("Yes")),
-        ("casebook", script("Yes")),
         ("casebook_short", script("Yes") | {"rag_extract_short": "%%%@@@ ~~~"}),
     ):
         name, model = scripted(replies)

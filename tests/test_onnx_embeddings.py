@@ -93,6 +93,13 @@ def test_a_collection_records_its_backend_and_keeps_it(home, corpus_file, tmp_pa
     )
 
 
+def test_new_collections_are_embedded_with_onnx_by_default(home, corpus_file, onnx_ready, monkeypatch):
+    monkeypatch.delenv("AMBIGQA_EMBEDDINGS", raising=False)
+    assert Settings().embeddings == "onnx"
+    report = ingest(corpus_file, "built-default", settings=Settings(), progress=False)
+    assert report.backend == "onnx" and open_store("built-default").backend == "onnx"
+
+
 def test_a_collection_without_a_record_is_read_with_torch(home):
     legacy = get_client().get_or_create_collection("legacy", embedding_function=MiniLMEmbeddingFunction())
     legacy.add(ids=["a"], documents=["Mount Etna"], embeddings=list(embed(["Mount Etna"], backend="torch")))

@@ -3,7 +3,8 @@
 A prompt file is ``[max_tokens: N]`` (optional first line: the reply's token cap), the instruction, a
 ``<<<user>>>`` line, and the per-call part. A call with a shared ``context`` (a question's worked examples and
 passages, ``agent.steps.casebook``) sends that context as the system message and the instruction after it, so that
-every call of the question starts with the same tokens.
+every call of the question starts with the same tokens. An instruction may open with ``$evidence`` (the question's
+passages): calls that read the same passages under different instructions then share them too (DIVA's verify and I_e).
 """
 
 from __future__ import annotations

@@ -84,5 +84,11 @@ def shared_context(book: str, passages: list[Passage] | None = None) -> str:
     """The shared prefix of a call: the casebook, then (for calls that read them) the question's passages."""
     parts = [book] if book else []
     if passages is not None:
-        parts.append(f"{PASSAGES_HEADING}\n{render_passages(passages) or '(none)'}")
+        parts.append(evidence(passages))
     return "\n\n".join(parts)
+
+
+def evidence(passages: list[Passage]) -> str:
+    """The question's passages under their heading: in the shared context, or opening a call's own turn (``$evidence``
+    in a prompt), so that calls over the same passages share them whatever instruction follows."""
+    return f"{PASSAGES_HEADING}\n{render_passages(passages) or '(none)'}"

@@ -3,12 +3,12 @@
 Prompts I_e (``rag_extract``), I_g (``rag_generate``) and I_l (``closed_book``) of the DIVA paper (App. D), with the
 k pool demonstrations nearest to the question (DIVA A.4; ToC A.3 found demonstrations with disambiguations help).
 The demonstrations are the question's casebook (``agent.steps.casebook``): every call of a question starts with the
-same examples and passages, so the second call prefills only its instruction. DIVA's I_e has two more layouts
+same examples and passages, so the second call prefills only its instruction. DIVA's I_e has its own two layouts
 (``extract_layout``), because after that shared prefix the small local model writes sentences as short answers
-(README, issue 18): ``extract(short=True)``, its default — the casebook, then the instruction, the passages and the
-question, with a schema asking for short answers, whose conversation DIVA's I_g continues
-(``short_extract_transcript``) — and ``extract_with_examples``, the paper's own prompt (its own examples: a demo's
-passages → its DQ/DA pairs).
+(README, issue 18): ``extract(short=True)``, its default — the casebook, then the passages opening the user turn (as
+DIVA's verify calls open theirs), the instruction and the question, with a schema asking for short answers, whose
+conversation DIVA's I_g continues (``short_extract_transcript``) — and ``extract_with_examples``, the paper's own
+prompt (its own examples: a demo's passages → its DQ/DA pairs).
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ from agent.llm.calls import LLMOptions, Reply, aask, transcript
 from agent.llm.parsing import parse_disambiguations, parse_long_answer
 from agent.llm.prompts import estimate_tokens, load_prompt
 from agent.schemas import Disambiguation, ExtractedPairs, Passage, QAPair, ShortExtractedPairs
-from agent.steps.casebook import shared_context
+from agent.steps.casebook import evidence, shared_context
 from agent.steps.fewshot import PoolExample, Shots, fit_examples, pool_demos
 from agent.text import render_pairs, render_passages, supporting_ids
 
@@ -31,7 +31,7 @@ async def extract(
     question: str, passages: list[Passage], options: LLMOptions, book: str, short: bool = False
 ) -> Reply[list[Disambiguation]]:
     """I_e: disambiguated questions with answers found in ``passages``; none when the output stays unusable.
-    ``short``: the passages in the call's own part, after the instruction, and a schema that asks for short answers."""
+    ``short``: the passages open the call's own turn, before the instruction, and a schema asks for short answers."""
     call = _short_extract_call(question, passages, book) if short else _extract_call(question, passages, book)
     reply = await aask(
         "rag_extract_short" if short else "rag_extract",
@@ -49,7 +49,7 @@ def _extract_call(question: str, passages: list[Passage], book: str) -> dict[str
 
 
 def _short_extract_call(question: str, passages: list[Passage], book: str) -> dict[str, str]:
-    return {"context": shared_context(book), "question": question, "passages": render_passages(passages) or "(none)"}
+    return {"context": shared_context(book), "question": question, "evidence": evidence(passages)}
 
 
 async def extract_with_examples(
