@@ -220,32 +220,13 @@ def test_a_constrained_reply_cut_at_max_tokens_is_retried_then_falls_back(chat_e
     register_model("openai", ChatOpenAI(base_url=url, api_key="x", model="m", max_retries=0, timeout=5))
     try:
         options = LLMOptions(llm="openai", retries=1)
-        got = ask(
-            "verify",
-            options,
-            parse=parse_yes_no,
-            schema=YesNo,
-            fallback=False,
-            context="",
-            evidence="",
-            interpretation="q",
-        )
+        call = {"parse": parse_yes_no, "schema": YesNo, "context": "", "evidence": "", "interpretation": "q"}
+        got = ask("verify", options, fallback=False, **call)
         assert got.value is False and not got.parsed and got.attempts == 2  # retried, then the documented fallback
         assert got.usage.calls == 2 and got.usage.input_tokens == 20 and got.text == '{"ans'
         with pytest.raises(OutputError, match="no usable output after 2 attempts"):
-            ask("verify", options, parse=parse_yes_no, schema=YesNo, context="", evidence="", interpretation="q")
-        awaited = asyncio.run(
-            aask(
-                "verify",
-                options,
-                parse=parse_yes_no,
-                schema=YesNo,
-                fallback=False,
-                context="",
-                evidence="",
-                interpretation="q",
-            )
-        )
+            ask("verify", options, **call)
+        awaited = asyncio.run(aask("verify", options, fallback=False, **call))
         assert not awaited.parsed and awaited.attempts == 2
     finally:
         unregister_model("openai")
