@@ -313,13 +313,38 @@ def test_every_diva_call_starts_with_the_questions_casebook_and_prefills_it_once
     name, model = scripted(script("Yes"))
     result = agent.run(question, method="diva", llm=name, collection=collection)
     book = model.calls[0].system
-    assert book.startswith("Worked examples.") and len(model.calls) >= 5
+    assert book.startswith("Types of ambiguity.") and len(model.calls) >= 5  # the same for every question: first
+    assert book.index("[AmbLoc]") < book.index("Worked examples.") < book.index("Example\n")
+    assert "[AmbLoc] The place" not in model.calls[0].user  # I_a's turn names the types; their definitions come first
     assert all(call.system.startswith(book) for call in model.calls)
     total = result.usage.total
     assert total.prefilled_tokens <= 0.5 * total.input_tokens, result.usage.by_node
     name, model = scripted(script("Yes"))
     agent.run(question, method="diva", llm=name, collection=collection, extract_layout="own_examples")
     assert [c.prompt for c in model.calls if not c.system.startswith(book)] == ["rag_extract_examples"]
+
+
+def test_the_type_definitions_open_divas_casebook_even_without_demonstrations():
+    from agent.steps.casebook import CALL_ROOM, casebook
+
+    question = "Who wrote the christmas song mary did you know?"
+    bare, full = casebook(question, Shots(k=0), "ambiguity"), casebook(question, Shots(k=2), "ambiguity")
+    assert bare.startswith("Types of ambiguity.") and "[N/A]" in bare and "Worked examples." not in bare
+    assert full.startswith(bare + "\n\nWorked examples.")  # one prefix for every question, examples after it
+    assert casebook(question, Shots(k=0), "pool") == ""  # the other sources have no preface
+    book = casebook(question, Shots(k=5, budget=2900), "ambiguity")  # DIVA's default: the definitions use the room
+    examples = book.split("\n\nExample\n", 1)[1]
+    assert estimate_tokens(bare) + estimate_tokens(examples) <= 2900 - CALL_ROOM  # each call stays as long as before
+
+
+def test_the_next_question_finds_the_type_definitions_in_the_prefix_cache(collection, scripted):
+    from agent.llm.prompts import load_preface
+
+    name, model = scripted(script("Yes"))
+    agent.run("Who wrote the christmas song mary did you know?", method="diva", llm=name, collection=collection)
+    result = agent.run("Who played flash gordon in the tv series?", method="diva", llm=name, collection=collection)
+    typing = result.usage.by_node["type_ambiguity"]  # its examples differ; the definitions before them do not
+    assert typing.cached_tokens >= len(load_preface("ambiguity_types").split()) > 100
 
 
 def test_verify_and_i_e_open_their_turn_with_the_same_passages_so_i_e_prefills_only_its_own_part(collection, scripted):

@@ -5,6 +5,8 @@ A prompt file is ``[max_tokens: N]`` (optional first line: the reply's token cap
 passages, ``agent.steps.casebook``) sends that context as the system message and the instruction after it, so that
 every call of the question starts with the same tokens. An instruction may open with ``$evidence`` (the question's
 passages): calls that read the same passages under different instructions then share them too (DIVA's verify and I_e).
+A file without that line is a preface: fixed text a casebook opens with (``load_preface``), such as DIVA's definitions
+of the ambiguity types, which then precede the examples in every call and are prefilled once across questions.
 """
 
 from __future__ import annotations
@@ -44,6 +46,15 @@ def load_prompt(name: str) -> Prompt:
     cap = MAX_TOKENS.match(text)
     system, user = text[cap.end() if cap else 0 :].split(USER_MARKER, 1)
     return Prompt(Template(system.strip()), Template(user.strip()), int(cap.group(1)) if cap else None)
+
+
+@cache
+def load_preface(name: str) -> str:
+    """``prompts/<name>.txt`` as fixed text (no placeholders, no ``<<<user>>>`` line)."""
+    path = prompt_file(name)
+    if not path.is_file():
+        raise FileNotFoundError(f"preface '{name}' not found at {path}")
+    return path.read_text(encoding="utf-8").strip()
 
 
 def estimate_tokens(text: str) -> int:

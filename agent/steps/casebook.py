@@ -8,7 +8,9 @@ its evidence, gold disambiguations and human long answer, and for DIVA also the 
 — so that I_a, I_p, verification, I_e, I_g and I_l all read the same examples (the papers' k nearest, from the
 few-shot pool only) and differ only in the instruction that follows (DIVA's I_e can have its own examples instead:
 ``agent.steps.rac``). A method whose only call is I_l (closed book) gets the short form, question and long answer,
-since nothing after it would reuse the rest.
+since nothing after it would reuse the rest. DIVA's casebook opens with the definitions of the ambiguity types
+(``prompts/ambiguity_types.txt``; the paper's I_a gives them before its demonstrations): text that is the same for every
+question comes first, so the prefix cache serves it across questions and I_a's own instruction stays short.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from dataclasses import dataclass
 from functools import cache, lru_cache
 from typing import Literal
 
+from agent.llm.prompts import estimate_tokens, load_preface
 from agent.schemas import Passage
 from agent.steps.ambiguity import AmbiguityDemo, demos_for
 from agent.steps.fewshot import PoolExample, Shots, fit_examples, load_demos, pool_demos
@@ -33,6 +36,9 @@ _HEADINGS: dict[Source, str] = {
     "answers (DA), and a long answer that covers every reading.",
     "answers": "Worked examples. Each shows an ambiguous question and a long answer that covers every reading.",
 }
+_PREFACES: dict[Source, str] = {
+    "ambiguity": "ambiguity_types"
+}  # prompt files that open the casebook, before its examples
 
 
 @dataclass(frozen=True)
@@ -74,10 +80,15 @@ def cases(question: str, shots: Shots, source: Source) -> list[Case]:
 
 @lru_cache(maxsize=256)  # every node of a question asks for it: select and fit the demonstrations once
 def casebook(question: str, shots: Shots, source: Source = "pool") -> str:
-    """The worked examples every prompt of ``question`` starts with: within the prompt budget less ``CALL_ROOM``
-    (demo passages shortened first, then the least similar demos dropped); empty without demonstrations."""
-    examples = fit_examples(cases(question, shots, source), Case.render, max(shots.budget - CALL_ROOM, 0))
-    return f"{_HEADINGS[source]}\n\n{examples}" if examples else ""
+    """The worked examples every prompt of ``question`` starts with, after the source's preface (if any): preface and
+    examples within the prompt budget less ``CALL_ROOM`` (demo passages shortened first, then the least similar demos
+    dropped); without demonstrations, the preface alone or empty."""
+    parts = [load_preface(_PREFACES[source])] if source in _PREFACES else []
+    room = shots.budget - CALL_ROOM - sum(map(estimate_tokens, parts))
+    examples = fit_examples(cases(question, shots, source), Case.render, max(room, 0))
+    if examples:
+        parts.append(f"{_HEADINGS[source]}\n\n{examples}")
+    return "\n\n".join(parts)
 
 
 def shared_context(book: str, passages: list[Passage] | None = None) -> str:
