@@ -36,9 +36,8 @@ _HEADINGS: dict[Source, str] = {
     "answers (DA), and a long answer that covers every reading.",
     "answers": "Worked examples. Each shows an ambiguous question and a long answer that covers every reading.",
 }
-_PREFACES: dict[Source, str] = {
-    "ambiguity": "ambiguity_types"
-}  # prompt files that open the casebook, before its examples
+# prompt files that open a source's casebook, before its examples
+_PREFACES: dict[Source, str] = {"ambiguity": "ambiguity_types"}
 
 
 @dataclass(frozen=True)
