@@ -22,7 +22,7 @@ from agent.retrieval.pipeline import search
 from agent.schemas import Disambiguation, Execution, Passage
 from agent.state import AnswerOutput, QuestionInput
 from agent.steps.consolidation import hdbscan_labels, representatives
-from agent.steps.rac import render_pairs
+from agent.steps.rac import render_pairs, whole_answer
 from agent.text import passage_text, render_passages
 
 
@@ -127,14 +127,16 @@ async def answer(state: VerdictState, runtime: Runtime[VerdictContext]) -> dict:
     cite = [f"[{number[d.passage_ids[0]]}]" for d in pairs]
     shown = [d.model_copy(update={"answer": f"{d.answer} {c}"}) for d, c in zip(pairs, cite)]
     fallback = {"fallback": " ".join(f"{d.question} {d.answer}." for d in shown)} if shown else {}
-    reply = await aask(
-        "verdict_answer",
-        ctx.llm_options(),
-        parse=parse_long_answer,
-        **fallback,
-        passages=render_passages([passages[n - 1] for n in cited], numbers=cited),
-        question=state["question"],
-        disambiguations=render_pairs(shown),
+    reply = whole_answer(
+        await aask(
+            "verdict_answer",
+            ctx.llm_options(),
+            parse=parse_long_answer,
+            **fallback,
+            passages=render_passages([passages[n - 1] for n in cited], numbers=cited),
+            question=state["question"],
+            disambiguations=render_pairs(shown),
+        )
     )
     missing = [f"{d.question} {d.answer}." for d, c in zip(shown, cite) if c not in reply.value]
     answer = " ".join([reply.value, *missing]) if ctx.append_uncited else reply.value

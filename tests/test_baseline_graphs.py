@@ -55,6 +55,18 @@ def test_closed_book_is_one_call_without_passages(collection, scripted):
     assert "Question: " + QUESTION in model.calls[0].user
 
 
+def test_an_answer_cut_at_max_tokens_ends_with_its_last_whole_sentence(collection, scripted):
+    from langchain_core.messages import AIMessage
+
+    cut = AIMessage(content=GENERATE + " It was later shown in Lon", response_metadata={"finish_reason": "length"})
+    name, _ = scripted({"rag_extract": EXTRACT, "rag_generate": cut, "closed_book": cut})
+    for method in ("rag", "closed_book"):
+        result = agent.run(QUESTION, method=method, llm=name, collection=collection)
+        assert result.answer == GENERATE.removeprefix("Answer: ")  # not "... shown in Lon"
+    name, _ = scripted({"rag_extract": EXTRACT, "rag_generate": GENERATE + " It was later shown in Lon"})
+    assert agent.run(QUESTION, llm=name, collection=collection).answer.endswith("shown in Lon")  # finished: as is
+
+
 @pytest.mark.parametrize("question", ["", "   \n\t", "x" * 2001])
 def test_empty_or_oversized_questions_are_rejected(question):
     with pytest.raises(InvalidQuestionError):

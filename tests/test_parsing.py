@@ -9,6 +9,7 @@ from agent.llm.parsing import (
     parse_numbered_list,
     parse_true_false,
     parse_yes_no,
+    whole_sentences,
 )
 
 
@@ -70,6 +71,22 @@ def test_ambiguity_types_and_reason():
     assert parse_ambiguity('{"reason": "r", "types": ["AmbLoc"]}') == (["AmbLoc"], "r")
     with pytest.raises(ParseError):
         parse_ambiguity("no idea")
+
+
+@pytest.mark.parametrize(
+    ("cut", "kept"),
+    [
+        ("The Rams played there from 1995 to 2015. Founded in 1936 in Cleveland, the Rams won",
+         "The Rams played there from 1995 to 2015."),
+        ("It was published on June 20, 2011 [1]. The film came out on February 13, 2015 [4]. It was",
+         "It was published on June 20, 2011 [1]. The film came out on February 13, 2015 [4]."),
+        ("J. K. Rowling wrote it. The film premiered in the U.S. on", "J. K. Rowling wrote it."),
+        ('He said "yes." Then he', 'He said "yes."'),
+        ("Born in St. Louis, he", "Born in St. Louis, he"),  # no whole sentence: left as it is
+    ],
+)  # fmt: skip
+def test_a_cut_answer_keeps_its_whole_sentences(cut, kept):
+    assert whole_sentences(cut) == kept
 
 
 def test_long_answer_strips_the_echoed_label():

@@ -113,6 +113,22 @@ def test_uncited_readings_are_appended_only_when_asked(collection, scripted):
     assert appended.answer.startswith(plain.answer) and len(appended.answer) > len(plain.answer)
 
 
+def test_an_answer_cut_at_max_tokens_keeps_its_whole_sentences_and_counts_what_it_lost(collection, scripted):
+    from langchain_core.messages import AIMessage
+
+    def cut_answer(call) -> AIMessage:  # cites the premiere, then is cut before the US release's citation
+        premiere = re.search(r"4 November 2001 \[\d+\]", call.user).group(0)
+        text = f"Answer: It premiered in London on {premiere}. It reached US cinemas on 16 Nov"
+        return AIMessage(content=text, response_metadata={"finish_reason": "length"})
+
+    by_passage = {"hp-premiere": PREMIERE, "hp-us": US}
+    script = {"verdict_relax": RELAXED, "verdict_execute": executes(by_passage), "verdict_answer": cut_answer}
+    name, _ = scripted(script)
+    result = agent.run(QUESTION, method="verdict", llm=name, collection=collection, top_k=6)
+    assert re.fullmatch(r"It premiered in London on 4 November 2001 \[\d+\]\.", result.answer)
+    assert len(result.disambiguations) == 2 and result.extra["uncited"] == 1  # the US reading's citation was cut
+
+
 def test_execution_calls_share_instructions_and_question_and_end_with_their_passage(collection, scripted):
     _, model = run_verdict(collection, scripted, {"hp-premiere": PREMIERE})
     calls = [c for c in model.calls if c.prompt == "verdict_execute"]

@@ -53,10 +53,11 @@ class Reply(Generic[T]):
     usage: NodeUsage = field(default_factory=NodeUsage)
     attempts: int = 1
     parsed: bool = True
+    truncated: bool = False  # the accepted reply stopped at its max_tokens, not where the model ended it
 
     def with_value(self, value: R) -> Reply[R]:
         """The same reply carrying a value derived from this one's (e.g. parsed pairs made into disambiguations)."""
-        return Reply(value, self.text, self.usage, self.attempts, self.parsed)
+        return Reply(value, self.text, self.usage, self.attempts, self.parsed, self.truncated)
 
 
 def _schema_hint(schema: type[BaseModel]) -> str:
@@ -175,11 +176,12 @@ def _attempts(
         message, seconds = yield params
         usage = usage + call_usage(message, seconds)
         text = str(message.content)
+        truncated = (message.response_metadata or {}).get("finish_reason") == "length"
         try:
-            return Reply(parse(text), text, usage, attempt)
+            return Reply(parse(text), text, usage, attempt, truncated=truncated)
         except (ParseError, ValueError):
-            if (message.response_metadata or {}).get("finish_reason") == "length":
-                tokens *= 2  # truncated (constrained JSON is only valid when finished): give it room
+            if truncated:
+                tokens *= 2  # constrained JSON is only valid when finished: give it room
     if fallback is _NO_FALLBACK:
         raise OutputError(
             f"prompt '{prompt}': no usable output after {options.retries + 1} attempts; last: {text[:200]!r}"

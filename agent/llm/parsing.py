@@ -147,6 +147,20 @@ def parse_long_answer(text: str) -> str:
     return answer
 
 
+# a sentence ends at . ! or ? (then an optional closing quote or bracket and a citation like [3]) before a space or the
+# end; not after an initial ("J. K.") or a common abbreviation ("St. Louis", "U.S. Open")
+_SENTENCE_END = re.compile(r"""[.!?]["'”’)\]]*(?:\s*\[\d+\])*(?=\s|$)""")
+_NOT_AN_END = re.compile(r"(?:\b[A-Z]|\b(?:Mr|Mrs|Ms|Dr|St|Jr|Sr|vs|No|Mt|Ft|U\.S|U\.K|Inc|Co|Ltd))\.$")
+
+
+def whole_sentences(text: str) -> str:
+    """A reply cut at its token cap, up to the end of its last whole sentence (unchanged if it has none): a long
+    answer should not stop mid-word."""
+    text = text.rstrip()
+    ends = [m.end() for m in _SENTENCE_END.finditer(text) if not _NOT_AN_END.search(text[: m.start() + 1])]
+    return text[: ends[-1]] if ends else text
+
+
 AMBIGUITY_TYPES = ("AmbSub", "AmbObj", "AmbPred", "AmbTime", "AmbLoc", "N/A")
 
 

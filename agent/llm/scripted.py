@@ -127,7 +127,7 @@ class ScriptedChatModel(BaseChatModel):
                     "total_tokens": prompt_tokens + completion_tokens,
                     "input_token_details": {"cache_read": cached},
                 },
-                "response_metadata": {"finish_reason": "stop"},
+                "response_metadata": {"finish_reason": "stop", **message.response_metadata},  # a script may cut
             }
         )
         return ChatResult(generations=[ChatGeneration(message=message)])

@@ -19,7 +19,7 @@ from typing import Any
 from langchain_core.messages import BaseMessage
 
 from agent.llm.calls import LLMOptions, Reply, aask, transcript
-from agent.llm.parsing import parse_disambiguations, parse_long_answer
+from agent.llm.parsing import parse_disambiguations, parse_long_answer, whole_sentences
 from agent.llm.prompts import estimate_tokens, load_prompt
 from agent.schemas import Disambiguation, ExtractedPairs, Passage, QAPair, ShortExtractedPairs
 from agent.steps.casebook import evidence, shared_context
@@ -114,7 +114,7 @@ async def generate(
     ``OutputError`` (an unusable reply is never the answer)."""
     fallback = {"fallback": " ".join(f"{p.question} {p.answer}." for p in pairs)} if pairs else {}
     where: dict[str, Any] = {"history": history} if history else {"context": shared_context(book, passages)}
-    return await aask(
+    reply = await aask(
         "rag_generate",
         options,
         parse=parse_long_answer,
@@ -123,8 +123,15 @@ async def generate(
         **where,
         **fallback,
     )
+    return whole_answer(reply)
 
 
 async def closed_book(question: str, options: LLMOptions, book: str) -> Reply[str]:
     """I_l: answer from parametric knowledge alone; an unusable reply after the retries is an ``OutputError``."""
-    return await aask("closed_book", options, parse=parse_long_answer, context=shared_context(book), question=question)
+    reply = await aask("closed_book", options, parse=parse_long_answer, context=shared_context(book), question=question)
+    return whole_answer(reply)
+
+
+def whole_answer(reply: Reply[str]) -> Reply[str]:
+    """A long answer cut at its prompt's ``max_tokens`` ends with its last whole sentence, not mid-word."""
+    return reply.with_value(whole_sentences(reply.value)) if reply.truncated else reply
