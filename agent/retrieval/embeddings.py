@@ -73,8 +73,11 @@ def usable(backend: Backend) -> Backend:
     return "onnx" if backend == "onnx" and load_onnx_encoder() is not None else "torch"
 
 
-def embed(texts: list[str], batch_size: int = 32, backend: Backend | None = None) -> np.ndarray:
-    """Unit-normalised float32 embeddings, one row per text (cosine similarity = dot product)."""
+def embed(texts: list[str], batch_size: int = 8, backend: Backend | None = None) -> np.ndarray:
+    """Unit-normalised float32 embeddings, one row per text (cosine similarity = dot product).
+
+    Batches of 8 embed ASQA passages 1.14× (onnx) and 1.2× (torch) faster than batches of 32 on 2 cores: a batch's
+    activations stay in cache and length-sorted rows pad less."""
     if not texts:
         return np.zeros((0, EMBEDDING_DIM), dtype=np.float32)
     # A few queries run 20× faster on one thread when another process (the LLM server) keeps the cores busy:

@@ -117,7 +117,7 @@ class OnnxEncoder:
                 )
             return self._sessions[threads]
 
-    def encode(self, texts: list[str], batch_size: int = 32, threads: int = 1) -> np.ndarray:
+    def encode(self, texts: list[str], batch_size: int = 8, threads: int = 1) -> np.ndarray:
         """Unit-length float32 vectors, row i for text i."""
         encodings = self.tokenizer.encode_batch(texts)
         order = np.argsort([-len(e.ids) for e in encodings], kind="stable")  # similar lengths share a batch
