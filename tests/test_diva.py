@@ -202,7 +202,10 @@ def test_unambiguous_question_still_gets_its_answer(collection, scripted):
 
 
 PRUNE_CORPUS = [
-    ("hp-premiere", "The film had its world premiere at the Odeon Leicester Square in London on 4 November 2001."),
+    (  # names the film: without it this passage tied the box-office one (torch: 0.3792 each) for the fifth place
+        "hp-premiere",
+        "The first Harry Potter film had its world premiere at the Odeon Leicester Square in London on 4 November 2001.",
+    ),
     ("hp-release", "The film was released to cinemas in the United Kingdom and the United States on 16 November 2001."),
     ("hp-japan", "The Harry Potter film opened in cinemas in Japan on 1 December 2001."),
     ("hp-dvd", "The first Harry Potter film was released on DVD and VHS in the United States on 28 May 2002."),
