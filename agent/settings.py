@@ -30,6 +30,12 @@ class Settings(BaseSettings):
     local_model: Literal["qwen2.5-coder-1.5b", "qwen2.5-coder-0.5b"] = "qwen2.5-coder-1.5b"
     local_threads: int = Field(default=0, description="llama.cpp threads; 0 = all cores")
     local_ctx: int = 4096
+    local_state_cache_mb: int = Field(
+        default=1024,
+        ge=0,
+        description="memory for llama.cpp states kept across prompt families, so a method's fixed instructions are "
+        "prefilled once per server, not once per question; 0 = only the previous prompt's prefix is reused",
+    )
     local_port: int = Field(default=0, description="port of the embedded llama.cpp server; 0 = a free one")
     local_startup_timeout: float = 180.0
 

@@ -56,8 +56,9 @@ class LocalServer:
             "--n_threads", str(threads),
             "--n_threads_batch", str(threads),
             "--n_batch", "512",
-        ]  # fmt: skip  # no --cache: its RAM cache grew past 22 GB and was OOM-killed; llama.cpp still reuses the
-        # previous prompt's prefix, which is what fan-outs over shared passages need
+        ]  # fmt: skip
+        if settings.local_state_cache_mb > 0:  # states across prompt families (llama_server.PrefixStates)
+            cmd += ["--cache", "true", "--cache_type", "ram", "--cache_size", str(settings.local_state_cache_mb << 20)]
         self._log = self.log_path.open("wb")
         self.process = subprocess.Popen(cmd, stdout=self._log, stderr=subprocess.STDOUT, preexec_fn=die_with_parent)
         atexit.register(self.stop)
