@@ -44,6 +44,12 @@ class VerdictContext(RunContext):
         le=20,
         description="passages the answer step reads: the cited ones, or the top ones if all abstain",
     )
+    answer_from: Literal["passages", "readings"] = Field(
+        default="passages",
+        description="what the answer reads beside the readings: their cited passages (each prefilled a second time, "
+        "after its execute call) or nothing more (each reading was already drawn from its passage by execute); with no "
+        "reading it reads the top passages either way",
+    )
     append_uncited: bool = Field(
         default=False,
         description="append each reading the answer failed to cite to the answer text (every reading then appears, "
@@ -127,13 +133,20 @@ async def answer(state: VerdictState, runtime: Runtime[VerdictContext]) -> dict:
     cite = [f"[{number[d.passage_ids[0]]}]" for d in pairs]
     shown = [d.model_copy(update={"answer": f"{d.answer} {c}"}) for d, c in zip(pairs, cite)]
     fallback = {"fallback": " ".join(f"{d.question} {d.answer}." for d in shown)} if shown else {}
+    if ctx.answer_from == "readings" and shown:
+        prompt, evidence = "verdict_answer_readings", {}
+    else:
+        prompt, evidence = (
+            "verdict_answer",
+            {"passages": render_passages([passages[n - 1] for n in cited], numbers=cited)},
+        )
     reply = whole_answer(
         await aask(
-            "verdict_answer",
+            prompt,
             ctx.llm_options(),
             parse=parse_long_answer,
             **fallback,
-            passages=render_passages([passages[n - 1] for n in cited], numbers=cited),
+            **evidence,
             question=state["question"],
             disambiguations=render_pairs(shown),
         )

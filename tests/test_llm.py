@@ -277,34 +277,32 @@ def test_the_reused_prefix_is_what_llama_cpp_does_not_evaluate_again():
     assert reused_prefix([], [1, 2], evaluated=0) == 0
 
 
-def _state(tokens: list[int], kv_bytes: int, vocab: int = 50):
+def _context(tokens: list[int], nbytes: int):
     import numpy as np
-    from llama_cpp import LlamaState
 
-    ids = np.array(tokens, dtype=np.intc)
-    scores = np.ones((min(len(tokens), 8), vocab), dtype=np.single)  # what Llama.save_state copies: n_batch rows
-    return LlamaState(ids, scores, len(tokens), bytes(kv_bytes), kv_bytes, seed=0)
+    from agent.llm.llama_server import SavedContext
+
+    return SavedContext(tuple(tokens), np.zeros(nbytes, dtype=np.uint8))
 
 
-def test_saved_states_keep_one_per_prompt_family_and_stay_within_their_bytes():
+def test_kept_contexts_are_one_per_prompt_family_and_stay_within_their_bytes():
     from agent.llm.llama_server import PrefixStates
 
     states = PrefixStates(capacity_bytes=10_000, family_tokens=4)
-    assert states, "Llama skips an empty cache that is falsy"
     relax, execute = [1, 2, 3, 4, 5, 6], [9, 8, 7, 6, 5, 4, 3]
-    with pytest.raises(KeyError):
-        states[execute]
-    states[relax + [100]] = _state(relax + [100], 1_000)
-    states[execute + [200]] = _state(execute + [200], 1_000)
-    states[execute + [201, 202]] = _state(execute + [201, 202], 1_000)  # the same family: replaces the first
-    assert len(states.states) == 2
-    found = states[execute + [300]]  # a later execute call finds its family's newest state, not relax's
-    assert found.n_tokens == len(execute) + 2 and found.scores.shape == (1, 50)  # only the last row of logits kept
-    assert states[relax + [7]].n_tokens == len(relax) + 1  # relax's state survived the execute calls in between
+    assert states.closest(execute) == (None, 0)
+    states.keep(_context(relax + [100], 1_000))
+    states.keep(_context(execute + [200], 1_000))
+    states.keep(_context(execute + [201, 202], 1_000))  # the same family: replaces the older context
+    assert len(states.saved) == 2
+    found, shared = states.closest(execute + [300])  # a later execute call finds its family's newest context
+    assert found.tokens == tuple(execute + [201, 202]) and shared == len(execute)
+    assert states.closest(relax + [7])[0].tokens == tuple(relax + [100])  # relax's survived the execute calls
     for family in range(10):  # unrelated prompts: the least recently used go once the bytes are spent
-        states[[50 + family] * 6] = _state([50 + family] * 6, 2_500)
-    assert states.cache_size <= 10_000 and len(states.states) == 3
-    assert [50] * 6 not in states and [59] * 6 in states and relax not in states
+        states.keep(_context([50 + family] * 6, 2_500))
+    assert states.nbytes <= 10_000 and len(states.saved) == 3
+    assert states.closest([50] * 6) == (None, 0) and states.closest([59] * 6)[1] == 6
+    assert states.closest(relax)[0] is None
 
 
 def test_cached_prompt_tokens_are_read_from_either_usage_report():

@@ -19,3 +19,24 @@ def test_local_model_answers_a_demo_question_through_rag(home):
     assert generate.cached_tokens > 0.8 * generate.input_tokens, generate
     grounded = " ".join([result.answer] + [d.answer for d in result.disambiguations]).lower()
     assert "dormer" in grounded or "david scott" in grounded, result.answer
+
+
+def test_a_prompt_family_keeps_its_instructions_prefilled_across_another_family(home):
+    """The embedded server keeps the context of a prompt family it leaves (llama_server.PrefixStates): after an
+    unrelated prompt, the next prompt of the first family prefills only what follows their shared instructions."""
+    from langchain_core.messages import HumanMessage, SystemMessage
+
+    from agent.llm.factory import get_chat_model
+    from agent.llm.usage import call_usage
+
+    model = get_chat_model("local").bind(max_tokens=4, temperature=0.0)
+    rules = " ".join(f"Rule {n}: answer with one word, the name of the capital city asked for." for n in range(1, 25))
+
+    def ask(system: str, question: str):
+        return call_usage(model.invoke([SystemMessage(system), HumanMessage(question)]), 0.0)
+
+    first = ask(rules, "What is the capital of France?")
+    other = ask("You translate English words into German, one word only.", "house")
+    again = ask(rules, "What is the capital of Italy?")
+    assert first.input_tokens > 300 and other.cached_tokens < 10
+    assert again.cached_tokens >= first.input_tokens - 20, (first, again)  # all but the question and turn markers

@@ -154,6 +154,25 @@ def test_unusable_execution_is_dropped_and_counted_separately(collection, script
     assert model.prompts().count("verdict_execute") == 7  # one retry for the unusable reply
 
 
+def test_the_answer_can_read_the_readings_alone_and_still_cites_their_passages(collection, scripted):
+    name, model = scripted(
+        {
+            "verdict_relax": RELAXED,
+            "verdict_execute": executes({"hp-premiere": PREMIERE, "hp-us": US}),
+            "verdict_answer_readings": ANSWER,
+        }
+    )
+    result = agent.run(QUESTION, method="verdict", llm=name, collection=collection, top_k=6, answer_from="readings")
+    answer_call = model.calls[-1]
+    assert model.prompts()[-1] == "verdict_answer_readings"
+    assert "Passages:" not in answer_call.user and " | «" not in answer_call.user  # no passage text is read again
+    numbers = re.findall(r"DA \d+: .+ \[(\d)\]", answer_call.user)  # each reading names its passage's number
+    assert sorted(result.passages[int(n) - 1].id for n in numbers) == ["hp-premiere", "hp-us"]
+    assert result.answer.startswith("It premiered")
+    _, fallback = run_verdict(collection, scripted, {}, answer_from="readings")  # nothing read: the top passages
+    assert fallback.prompts()[-1] == "verdict_answer" and "[1] " in fallback.calls[-1].user
+
+
 def test_all_abstain_still_answers_from_the_top_passages(collection, scripted):
     result, model = run_verdict(collection, scripted, {}, answer_passages=2)
     assert result.disambiguations == [] and result.extra["abstentions"] == 6

@@ -1,34 +1,29 @@
 """``python -m agent.llm.llama_server ARGS``: llama-cpp-python's OpenAI-compatible server that also reports how many
-prompt tokens it served from its prefix cache, as OpenAI does (``usage.prompt_tokens_details.cached_tokens``).
+prompt tokens it served from its prefix cache, as OpenAI does (``usage.prompt_tokens_details.cached_tokens``), and
+keeps the context of each prompt family it leaves (``--state_cache_mb``).
 
 llama.cpp keeps the KV cache of the previous sequence and re-evaluates only the prompt after the longest prefix it
 shares with it; llama-cpp-python logs that length but leaves it out of the reply. Here ``Llama.generate`` records it
 per thread (the server runs one completion at a time on a worker thread) and ``create_chat_completion`` adds it to
 the usage; the reply goes out as a plain JSON response, so the server's response model does not drop the field.
-Arguments are the stock server's (``python -m llama_cpp.server --help``).
-
-With ``--cache true`` the server also keeps llama.cpp states across prompts that do not follow each other
-(``PrefixStates``): one state per prompt family, so a method's fixed instructions and examples are prefilled once per
-process, not once per question, even when another prompt ran in between.
+Arguments are the stock server's (``python -m llama_cpp.server --help``) plus ``--state_cache_mb``.
 """
 
 from __future__ import annotations
 
+import argparse
+import ctypes
+import sys
 import threading
 from collections import OrderedDict
 from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
+
 _reuse = threading.local()
-
-
-def reused_prefix(cached: Sequence[int], prompt: Sequence[int], evaluated: int) -> int:
-    """The prompt tokens llama.cpp will not evaluate again: the prefix ``prompt`` shares with the ``evaluated``
-    tokens of the cached sequence, less one when the whole prompt matches (its last token is replayed for logits)."""
-    if evaluated <= 0:
-        return 0
-    shared = shared_prefix(cached[:evaluated], prompt)
-    return shared - 1 if shared == len(prompt) and shared > 0 else shared
+_states: PrefixStates | None = None
 
 
 def shared_prefix(a: Sequence[int], b: Sequence[int]) -> int:
@@ -41,61 +36,96 @@ def shared_prefix(a: Sequence[int], b: Sequence[int]) -> int:
     return shared
 
 
-class PrefixStates:
-    """llama-cpp-python's prompt cache (``Llama.set_cache``), bounded for real and kept to one state per prompt family.
+def reused_prefix(cached: Sequence[int], prompt: Sequence[int], evaluated: int) -> int:
+    """The prompt tokens llama.cpp will not evaluate again: the prefix ``prompt`` shares with the ``evaluated``
+    tokens of the cached sequence, less one when the whole prompt matches (its last token is replayed for logits)."""
+    if evaluated <= 0:
+        return 0
+    shared = shared_prefix(cached[:evaluated], prompt)
+    return shared - 1 if shared == len(prompt) and shared > 0 else shared
 
-    Llama looks a prompt up here before decoding and loads the state that shares the longest prefix with it when that
-    beats what is in the context now; after each completion it saves the context's state under its tokens. A new state
-    replaces the saved one it shares ``family_tokens`` or more leading tokens with (the 20 execute calls of a
-    question, or the same instructions a question later, keep one slot), so a different prompt family in between
-    (relax before execute, the answer after it) does not push the others out. llama-cpp-python's own ``LlamaRAMCache``
-    copies up to ``n_batch`` rows of logits into every state (311 MB with this model's vocabulary) without counting
-    them against its capacity; here a state keeps the last row only, which loading never reads (the prompt's last
-    token is always decoded again), and every byte is counted."""
+
+@dataclass(frozen=True)
+class SavedContext:
+    """A llama.cpp context as ``llama_state_get_data`` wrote it (its KV cache), and the tokens it holds."""
+
+    tokens: tuple[int, ...]
+    data: np.ndarray  # uint8
+
+    @property
+    def nbytes(self) -> int:
+        return self.data.nbytes + 8 * len(self.tokens)
+
+
+class PrefixStates:
+    """Contexts of the prompt families the server left, by their tokens, within ``capacity_bytes``.
+
+    A family is the prompts that share ``family_tokens`` or more leading tokens: a method's calls with one
+    instruction and examples (VerDICt's execute calls, the same prompt's calls on the next question). Keeping one
+    family's context means a different family in between (relax before execute, the answer after it) no longer costs
+    the next question its instruction's prefill. A newer context replaces its family's older one, and the least
+    recently used family goes first when the bytes run out."""
 
     def __init__(self, capacity_bytes: int, family_tokens: int = 64):
         self.capacity_bytes = capacity_bytes
         self.family_tokens = family_tokens
-        self.states: OrderedDict[tuple[int, ...], Any] = OrderedDict()
-
-    def __bool__(self) -> bool:  # Llama tests `if self.cache:`; an empty cache must still be used
-        return True
+        self.saved: OrderedDict[tuple[int, ...], SavedContext] = OrderedDict()
 
     @property
-    def cache_size(self) -> int:
-        return sum(_nbytes(state) for state in self.states.values())
+    def nbytes(self) -> int:
+        return sum(context.nbytes for context in self.saved.values())
 
-    def _closest(self, key: Sequence[int]) -> tuple[tuple[int, ...] | None, int]:
+    def closest(self, tokens: Sequence[int]) -> tuple[SavedContext | None, int]:
+        """The saved context sharing the longest prefix with ``tokens``, and that length (None, 0 if none shares)."""
         best, length = None, 0
-        for saved in self.states:
-            shared = shared_prefix(saved, key)
+        for key, context in self.saved.items():
+            shared = shared_prefix(key, tokens)
             if shared > length:
-                best, length = saved, shared
+                best, length = context, shared
+        if best is not None:
+            self.saved.move_to_end(best.tokens)
         return best, length
 
-    def __getitem__(self, key: Sequence[int]) -> Any:
-        saved, _ = self._closest(key)
-        if saved is None:
-            raise KeyError("no saved state shares a prefix with this prompt")
-        self.states.move_to_end(saved)
-        return self.states[saved]
-
-    def __contains__(self, key: Sequence[int]) -> bool:
-        return self._closest(key)[0] is not None
-
-    def __setitem__(self, key: Sequence[int], state: Any) -> None:
-        key = tuple(key)
-        saved, shared = self._closest(key)
-        if saved is not None and shared >= self.family_tokens:
-            del self.states[saved]
-        state.scores = state.scores[-1:].copy()
-        self.states[key] = state
-        while self.cache_size > self.capacity_bytes and len(self.states) > 1:
-            self.states.popitem(last=False)  # the least recently used family
+    def keep(self, context: SavedContext) -> None:
+        older, shared = self.closest(context.tokens)
+        if older is not None and shared >= self.family_tokens:
+            del self.saved[older.tokens]
+        self.saved[context.tokens] = context
+        while self.nbytes > self.capacity_bytes and self.saved:
+            self.saved.popitem(last=False)
 
 
-def _nbytes(state: Any) -> int:
-    return int(state.llama_state_size) + state.scores.nbytes + state.input_ids.nbytes
+def save_context(llama: Any) -> SavedContext:
+    import llama_cpp
+
+    size = llama_cpp.llama_state_get_size(llama._ctx.ctx)
+    data = np.empty(size, dtype=np.uint8)
+    written = llama_cpp.llama_state_get_data(llama._ctx.ctx, data.ctypes.data_as(ctypes.POINTER(ctypes.c_uint8)), size)
+    return SavedContext(tuple(int(t) for t in llama._input_ids), data[:written].copy())
+
+
+def restore_context(llama: Any, context: SavedContext) -> None:
+    """Load ``context`` into ``llama``; its logits are stale, so the next prompt decodes at least its last token again
+    (``Llama.generate`` does: ``_requires_eval``)."""
+    import llama_cpp
+
+    pointer = context.data.ctypes.data_as(ctypes.POINTER(ctypes.c_uint8))
+    if llama_cpp.llama_state_set_data(llama._ctx.ctx, pointer, context.data.nbytes) != context.data.nbytes:
+        raise RuntimeError("llama.cpp refused a saved context")
+    llama.input_ids[: len(context.tokens)] = context.tokens
+    llama.n_tokens = len(context.tokens)
+    llama._requires_eval = True
+
+
+def switch_family(llama: Any, states: PrefixStates, prompt: Sequence[int]) -> None:
+    """Before ``llama`` evaluates ``prompt``: keep the context when ``prompt`` leaves its family, and load the kept
+    context that shares more of ``prompt`` than the current one does."""
+    live = shared_prefix(llama._input_ids, prompt)
+    if llama.n_tokens > 0 and live < states.family_tokens:
+        states.keep(save_context(llama))
+    context, shared = states.closest(prompt)
+    if context is not None and shared > live:
+        restore_context(llama, context)
 
 
 def _patch() -> None:
@@ -108,6 +138,8 @@ def _patch() -> None:
     def counting_generate(self: Any, tokens: Sequence[int], *args: Any, **kwargs: Any) -> Iterator[int]:
         tokens = list(tokens)
         if kwargs.get("reset", True):
+            if _states is not None:
+                switch_family(self, _states, tokens)
             _reuse.tokens = reused_prefix(list(self._input_ids), tokens, self.n_tokens)
         return generate(self, tokens, *args, **kwargs)
 
@@ -122,10 +154,15 @@ def _patch() -> None:
 
     llama_cpp.Llama.generate = counting_generate
     llama_cpp.Llama.create_chat_completion = reporting_completion
-    llama_cpp.LlamaRAMCache = PrefixStates  # what `--cache true --cache_type ram` builds
 
 
 def main() -> None:
+    global _states
+    parser = argparse.ArgumentParser(add_help=False)
+    parser.add_argument("--state_cache_mb", type=int, default=0)
+    ours, sys.argv[1:] = parser.parse_known_args()
+    if ours.state_cache_mb > 0:
+        _states = PrefixStates(ours.state_cache_mb << 20)
     _patch()
     from llama_cpp.server.__main__ import main as serve
 

@@ -57,8 +57,8 @@ class LocalServer:
             "--n_threads_batch", str(threads),
             "--n_batch", "512",
         ]  # fmt: skip
-        if settings.local_state_cache_mb > 0:  # states across prompt families (llama_server.PrefixStates)
-            cmd += ["--cache", "true", "--cache_type", "ram", "--cache_size", str(settings.local_state_cache_mb << 20)]
+        if settings.local_state_cache_mb > 0:  # contexts of the prompt families left (llama_server.PrefixStates)
+            cmd += ["--state_cache_mb", str(settings.local_state_cache_mb)]
         self._log = self.log_path.open("wb")
         self.process = subprocess.Popen(cmd, stdout=self._log, stderr=subprocess.STDOUT, preexec_fn=die_with_parent)
         atexit.register(self.stop)
