@@ -101,7 +101,7 @@ def save_context(llama: Any) -> SavedContext:
     size = llama_cpp.llama_state_get_size(llama._ctx.ctx)
     data = np.empty(size, dtype=np.uint8)
     written = llama_cpp.llama_state_get_data(llama._ctx.ctx, data.ctypes.data_as(ctypes.POINTER(ctypes.c_uint8)), size)
-    return SavedContext(tuple(int(t) for t in llama._input_ids), data[:written].copy())
+    return SavedContext(tuple(int(t) for t in llama._input_ids), data if written == size else data[:written].copy())
 
 
 def restore_context(llama: Any, context: SavedContext) -> None:
