@@ -118,10 +118,13 @@ def restore_context(llama: Any, context: SavedContext) -> None:
 
 
 def switch_family(llama: Any, states: PrefixStates, prompt: Sequence[int]) -> None:
-    """Before ``llama`` evaluates ``prompt``: keep the context when ``prompt`` leaves its family, and load the kept
-    context that shares more of ``prompt`` than the current one does."""
+    """Before ``llama`` evaluates ``prompt``: when ``prompt`` leaves the family of the context in memory, keep that
+    context and load the kept one that shares more of ``prompt``. Within a family (VerDICt's 20 execute calls) the
+    context in memory is the family's newest: nothing is saved or searched."""
     live = shared_prefix(llama._input_ids, prompt)
-    if llama.n_tokens > 0 and live < states.family_tokens:
+    if live >= states.family_tokens:
+        return
+    if llama.n_tokens > 0:
         states.keep(save_context(llama))
     context, shared = states.closest(prompt)
     if context is not None and shared > live:
