@@ -18,7 +18,8 @@ $(STAMP): pyproject.toml
 	rm -f $(VENV)/.installed-*
 	touch $(STAMP)
 
-demo: setup
+demo: setup  ## check the model, LLM, embeddings and store first (stops with one line at what is broken), then ask
+	$(PY) -m agent doctor
 	$(PY) -m agent ask "$(DEMO_QUESTION)"
 
 lint: setup

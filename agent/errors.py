@@ -29,6 +29,10 @@ class LLMUnavailableError(LLMError):
     """The LLM endpoint is down, refuses connections or times out."""
 
 
+class LLMCrashError(LLMUnavailableError):
+    """The embedded LLM server process died (a signal or an exit code) before or during a call."""
+
+
 class ModelFileError(AgentError):
     """A part of the local GGUF model is missing or corrupt."""
 

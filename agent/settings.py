@@ -38,6 +38,11 @@ class Settings(BaseSettings):
     )
     local_port: int = Field(default=0, description="port of the embedded llama.cpp server; 0 = a free one")
     local_startup_timeout: float = 180.0
+    local_repack: Literal["auto", "on", "off"] = Field(
+        default="auto",
+        description="llama.cpp weight repacking at load (faster matrix kernels): auto = on, except on CPUs with AMX, "
+        "where llama.cpp's AMX path crashes, and after the server died by a signal with it on",
+    )
 
     openai_base_url: str | None = None
     openai_api_key: str | None = None

@@ -40,3 +40,50 @@ def test_a_prompt_family_keeps_its_instructions_prefilled_across_another_family(
     again = ask(rules, "What is the capital of Italy?")
     assert first.input_tokens > 300 and other.cached_tokens < 10
     assert again.cached_tokens >= first.input_tokens - 20, (first, again)  # all but the question and turn markers
+
+
+def test_doctor_measures_the_embedded_server_and_reports_what_llama_cpp_chose(home):
+    from agent.doctor import run_checks
+    from agent.settings import get_settings
+
+    report = run_checks(get_settings())
+    assert report.ok, report
+    assert [c.name for c in report.checks] == ["model file", "LLM", "embeddings", "store"]
+    assert report.checks[0].details["bytes"] == 1_117_320_768
+    run = report.checks[1].details["runs"][0]
+    assert run["prefill_tok_s"] > 0 and run["generate_tok_s"] > 0 and run["completion_tokens"] > 0
+    assert "SSE3" in run["cpu_features"]  # every x86-64 CPU llama.cpp runs on
+    assert ("CPU_REPACK" in run["buffers_mib"] or "AMX" in run["buffers_mib"]) == run["repacking"], run
+
+
+def test_a_server_that_dies_mid_call_is_a_crash_and_the_next_call_starts_a_fresh_one(home, monkeypatch):
+    import os
+    import signal
+    import threading
+
+    from agent.errors import LLMCrashError
+    from agent.llm import local_server as servers
+    from agent.llm.calls import LLMOptions, ask
+    from agent.llm.parsing import parse_long_answer
+    from agent.settings import get_settings
+
+    monkeypatch.setattr(servers, "_crashed_repacking", {})  # this test's crash must not slow the later tests
+    settings = get_settings()
+    first = servers.local_server(settings)
+    options = LLMOptions(llm="local", temperature=0.0, max_tokens=200)
+    killer = threading.Timer(3.0, os.kill, (first.process.pid, signal.SIGSEGV))  # mid-prefill or mid-generation
+    killer.start()
+    try:
+        with pytest.raises(LLMCrashError) as crash:
+            ask("closed_book", options, parse=parse_long_answer, question="Who wrote the novel Dracula and when?")
+    finally:
+        killer.cancel()
+    message = str(crash.value)
+    assert "died by SIGSEGV during the call" in message and str(first.log_path) in message, message
+    assert "Fatal Python error: Segmentation fault" in message  # faulthandler's line from the server's log
+    assert "unreachable" not in message and "\n" not in message
+
+    reply = ask("closed_book", LLMOptions(llm="local", max_tokens=8), parse=parse_long_answer, question="Hi?")
+    second = servers.local_server(settings)
+    assert reply.text and second.process.pid != first.process.pid and second.alive()
+    assert not second.repack.on  # a death by signal with repacking on: the next server loads without it

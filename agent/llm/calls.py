@@ -2,7 +2,7 @@
 
 Retries are bounded (``LLMOptions.retries``); when they run out the caller's documented ``fallback`` is returned
 (``Reply.parsed`` is False) or, without one, ``OutputError`` is raised. Transport failures become
-``LLMUnavailableError`` with the endpoint in the message.
+``LLMUnavailableError`` with the endpoint in the message, or ``LLMCrashError`` when the embedded server died.
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from langchain_core.runnables.config import ContextThreadPoolExecutor
 from langgraph.config import get_config
 from pydantic import BaseModel
 
-from agent.errors import LLMError, LLMUnavailableError
+from agent.errors import LLMCrashError, LLMError, LLMUnavailableError
 from agent.llm.factory import get_chat_model, json_response_format
 from agent.llm.parsing import ParseError
 from agent.llm.prompts import load_prompt, render
@@ -105,7 +105,7 @@ def ask(
     params = attempts.send(None)
     while True:
         start = time.perf_counter()
-        with _llm_errors(prompt):
+        with _llm_errors(prompt, model):
             try:
                 message = model.bind(**params).invoke(messages, config=config)
             except Exception as exc:
@@ -138,7 +138,7 @@ async def aask(
     params = attempts.send(None)
     while True:
         start = time.perf_counter()
-        with _llm_errors(prompt):
+        with _llm_errors(prompt, model):
             try:
                 message = await model.bind(**params).ainvoke(messages, config=config)
             except Exception as exc:
@@ -209,7 +209,7 @@ def _call_config(prompt: str) -> dict[str, Any]:
 
 
 @contextmanager
-def _llm_errors(prompt: str) -> Iterator[None]:
+def _llm_errors(prompt: str, model: Any) -> Iterator[None]:
     """A failed call raised as one of our errors where we know what it means (the endpoint's or the request's)."""
     try:
         yield
@@ -217,6 +217,10 @@ def _llm_errors(prompt: str) -> Iterator[None]:
         raise
     except Exception as exc:
         if _is_transport_error(exc):
+            from agent.llm.local_server import crash_report
+
+            if crash := crash_report(getattr(model, "openai_api_base", None)):
+                raise LLMCrashError(crash) from exc
             raise LLMUnavailableError(f"LLM endpoint unreachable or too slow ({type(exc).__name__}: {exc})") from exc
         rejected = _rejection(exc, prompt)
         if rejected is None:

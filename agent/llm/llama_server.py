@@ -6,13 +6,15 @@ llama.cpp keeps the KV cache of the previous sequence and re-evaluates only the 
 shares with it; llama-cpp-python logs that length but leaves it out of the reply. Here ``Llama.generate`` records it
 per thread (the server runs one completion at a time on a worker thread) and ``create_chat_completion`` adds it to
 the usage; the reply goes out as a plain JSON response, so the server's response model does not drop the field.
-Arguments are the stock server's (``python -m llama_cpp.server --help``) plus ``--state_cache_mb``.
+Arguments are the stock server's (``python -m llama_cpp.server --help``) plus ``--state_cache_mb`` and
+``--no_repack`` (load the weights without repacking them: ``agent.llm.local_server.repacking`` says when).
 """
 
 from __future__ import annotations
 
 import argparse
 import ctypes
+import faulthandler
 import sys
 import threading
 from collections import OrderedDict
@@ -159,13 +161,32 @@ def _patch() -> None:
     llama_cpp.Llama.create_chat_completion = reporting_completion
 
 
+def _without_repacking() -> None:
+    """Every model this process loads keeps its weights as stored: ``use_extra_bufts`` off, the only switch llama.cpp
+    has for its repacked (CPU_REPACK, AMX) buffer types. ``Llama`` reads the default parameters at each load."""
+    import llama_cpp.llama_cpp as bindings
+
+    defaults = bindings.llama_model_default_params
+
+    def no_repack() -> Any:
+        params = defaults()
+        params.use_extra_bufts = False
+        return params
+
+    bindings.llama_model_default_params = no_repack
+
+
 def main() -> None:
     global _states
+    faulthandler.enable()  # a fatal signal in llama.cpp leaves its name and the Python frames in the log
     parser = argparse.ArgumentParser(add_help=False)
     parser.add_argument("--state_cache_mb", type=int, default=0)
+    parser.add_argument("--no_repack", action="store_true")
     ours, sys.argv[1:] = parser.parse_known_args()
     if ours.state_cache_mb > 0:
         _states = PrefixStates(ours.state_cache_mb << 20)
+    if ours.no_repack:
+        _without_repacking()
     _patch()
     from llama_cpp.server.__main__ import main as serve
 

@@ -1,5 +1,5 @@
-"""Command line: ask, retrieve, ingest, neighbours, eval, bench, serve, load (also ``python -m agent``); heavy imports
-per command."""
+"""Command line: ask, doctor, retrieve, ingest, neighbours, eval, bench, serve, load (also ``python -m agent``); heavy
+imports per command."""
 
 from __future__ import annotations
 
@@ -282,6 +282,38 @@ def _ask_clarify(
 
 def _plain(value: Any) -> Any:
     return value.model_dump() if hasattr(value, "model_dump") else str(value)
+
+
+@app.command()
+def doctor(
+    llm: str | None = typer.Option(None, "--llm", help="local (default) | openai | fake"),
+    compare_repack: bool = typer.Option(
+        False, "--compare-repack", help="also measure a second embedded server with weight repacking the other way"
+    ),
+    as_json: bool = typer.Option(False, "--json", help="print the report as JSON on stdout"),
+) -> None:
+    """Check the model file, the LLM, the embeddings and the store, in that order, with timings; stop at the first
+    failure (exit code 1)."""
+    from agent.doctor import Check, run_checks
+    from agent.settings import get_settings
+
+    settings = get_settings()
+    if llm:
+        settings = settings.model_copy(update={"llm": llm})
+
+    def show(check: Check) -> None:
+        mark = "[green]✓[/]" if check.ok else "[bold red]✗[/]"
+        err.print(
+            f"  {mark} [bold]{check.name}[/] [dim]{check.seconds:6.2f}s[/]  {escape(_printable(check.summary))}",
+            highlight=False,
+            soft_wrap=True,
+        )
+
+    report = run_checks(settings, compare_repack, on_check=None if as_json else show)
+    if as_json:
+        print(report.model_dump_json(indent=2))
+    if not report.ok:
+        raise typer.Exit(1)
 
 
 @app.command()
