@@ -2,8 +2,7 @@
 
 Each check is timed and says what it found; the first failure stops the run, so the report ends at what is broken.
 For the embedded LLM it also reports what llama.cpp detected and chose: the CPU features, the buffer types the
-weights were loaded into (``CPU_REPACK``/``AMX`` when repacked) and prefill/generation speed read from the server's
-own timing lines.
+weights were loaded into (``CPU_REPACK``/``AMX`` when repacked), and prefill and generation speed on a probe prompt.
 """
 
 from __future__ import annotations
@@ -110,7 +109,7 @@ def model_file(settings: Settings) -> tuple[str, dict[str, Any]]:
 
 
 def probe_messages() -> list[dict[str, str]]:
-    """A prompt of about PROBE_WORDS words no cache holds (a fresh id first), asking for a reply longer than
+    """A prompt of about PROBE_WORDS words no cache holds (a fresh id first) that asks for a reply longer than
     PROBE_REPLY_TOKENS, so both rates are measured on real work."""
     from agent.resources import data_file
 
@@ -127,12 +126,11 @@ def probe_messages() -> list[dict[str, str]]:
 
 
 _BUFFER = re.compile(r"load_tensors:\s+(\S+) model buffer size =\s+([\d.]+) MiB")
-_RATE = re.compile(r"llama_perf_context_print:\s+(prompt eval|eval) time =.*?([\d.]+) tokens per second")
 
 
 def server_facts(log: list[str]) -> dict[str, Any]:
-    """What the embedded server's log says llama.cpp detected and did: its CPU features (``CPU : AVX2 = 1 | ...``),
-    the buffer types holding the weights (MiB each) and the last completion's prefill and generation tokens/s."""
+    """What the embedded server's log says llama.cpp detected and did: its CPU features (``CPU : AVX2 = 1 | ...``) and
+    the buffer types holding the weights (MiB each)."""
     facts: dict[str, Any] = {"cpu_features": [], "buffers_mib": {}}
     for line in log:
         if line.startswith("CPU : "):
@@ -140,24 +138,33 @@ def server_facts(log: list[str]) -> dict[str, Any]:
             facts["cpu_features"] = [name.strip() for name, value in pairs if value.strip() == "1"]
         elif match := _BUFFER.search(line):
             facts["buffers_mib"][match[1]] = float(match[2])
-        elif match := _RATE.search(line):
-            facts["prefill_tok_s" if match[1] == "prompt eval" else "generate_tok_s"] = float(match[2])
     return facts
 
 
 def _probe(url: str, timeout: float) -> dict[str, Any]:
+    """Two completions of one prompt, timed from here: one token (prefill, nothing cached), then the full reply after
+    the now cached prompt (generation). The server's own timing lines are not used: llama.cpp logs a first request's
+    prompt time as near zero."""
     import httpx
 
-    body = {"model": "local", "messages": probe_messages(), "max_tokens": PROBE_REPLY_TOKENS, "temperature": 0.0}
-    with _timer() as elapsed:
-        reply = httpx.post(f"{url}/chat/completions", json=body, timeout=timeout)
-        reply.raise_for_status()
-        seconds = elapsed()
-    usage = reply.json().get("usage") or {}
+    messages = probe_messages()
+
+    def complete(max_tokens: int) -> tuple[dict[str, Any], float]:
+        body = {"model": "local", "messages": messages, "max_tokens": max_tokens, "temperature": 0.0}
+        with _timer() as elapsed:
+            reply = httpx.post(f"{url}/chat/completions", json=body, timeout=timeout)
+            reply.raise_for_status()
+            return reply.json().get("usage") or {}, elapsed()
+
+    prefill, prefill_s = complete(1)
+    reply, reply_s = complete(PROBE_REPLY_TOKENS)
+    prompt_tokens, completion_tokens = prefill.get("prompt_tokens", 0), reply.get("completion_tokens", 0)
     return {
-        "completion_s": seconds,
-        "prompt_tokens": usage.get("prompt_tokens"),
-        "completion_tokens": usage.get("completion_tokens"),
+        "completion_s": round(prefill_s + reply_s, 2),
+        "prompt_tokens": prompt_tokens,
+        "completion_tokens": completion_tokens,
+        "prefill_tok_s": round(prompt_tokens / max(prefill_s, 1e-3), 1),
+        "generate_tok_s": round(completion_tokens / max(reply_s, 1e-3), 1),
     }
 
 
@@ -215,13 +222,13 @@ def _describe_run(run: dict[str, Any]) -> str:
     if "error" in run:
         return f"repacking {'on' if run['repacking'] else 'off'}: {run['error']}"
     buffers = ", ".join(f"{name} {mib:,.0f} MiB" for name, mib in run.get("buffers_mib", {}).items()) or "not logged"
-    rates = (
-        f"prefill {run['prefill_tok_s']:.0f} tok/s, generation {run['generate_tok_s']:.1f} tok/s"
-        if "prefill_tok_s" in run and "generate_tok_s" in run
-        else f"completion {run['completion_s']:.1f}s (rates not logged)"
-    )
+    rates = f"prefill {run['prefill_tok_s']:.0f} tok/s, generation {run['generate_tok_s']:.1f} tok/s"
     repack = "on" if run["repacking"] else f"off ({run['repacking_reason']})"
-    return f"started in {run['server_start_s']:.1f}s; {rates}; repacking {repack}; buffers {buffers}"
+    features = " ".join(run.get("cpu_features", [])) or "not logged"
+    return (
+        f"started in {run['server_start_s']:.1f}s; {rates}; repacking {repack}; buffers {buffers}; "
+        f"llama.cpp CPU features {features}"
+    )
 
 
 def remote_llm(settings: Settings) -> tuple[str, dict[str, Any]]:

@@ -39,20 +39,42 @@ def _one_line(text: str) -> str:
     return " ".join(text.replace(QUOTES[0], '"').replace(QUOTES[1], '"').split())
 
 
-def passage_text(passage: Passage, words: int | None = None) -> str:
+def passage_text(passage: Passage, words: int | None = None, focus: Sequence[str] = ()) -> str:
     """``title | «text»`` for a prompt: one line whatever the passage holds (a passage cannot start a line that poses
     as prompt structure, e.g. ``DQ 1:``), its text quoted, cut to ``words`` (default: the ``max_passage_words``
-    setting) so that one long article cannot overflow the model's context."""
+    setting) so that one long article cannot overflow the model's context. A cut text keeps its start, or, when it
+    holds one of the ``focus`` answers (a demonstration's gold answers), the stretch around the first one: an example
+    then shows the sentence its answer comes from, not an opening that lacks it."""
     limit = words or get_settings().max_passage_words
     tokens = _one_line(passage.text).split(" ")
-    text = " ".join(tokens[:limit]) + " …" if len(tokens) > limit else " ".join(tokens)
+    if len(tokens) <= limit:
+        text = " ".join(tokens)
+    else:
+        start = _focus_start(tokens, focus, limit)
+        text = ("… " if start else "") + " ".join(tokens[start : start + limit])
+        text += " …" if start + limit < len(tokens) else ""
     return f"{_one_line(passage.title)} | {QUOTES[0]}{text}{QUOTES[1]}"
 
 
-def render_passages(passages: list[Passage], words: int | None = None, numbers: list[int] | None = None) -> str:
-    """Numbered passages ``[n] title | text``; ``numbers`` defaults to 1, 2, ..."""
+def _focus_start(tokens: list[str], focus: Sequence[str], limit: int) -> int:
+    """Where a ``limit``-word cut of ``tokens`` starts: a third of it before the first ``focus`` answer found."""
+    normalised = [normalize_answer(token) for token in tokens]
+    for answer in focus:
+        needle = normalize_answer(answer).split()
+        if not needle:
+            continue
+        for i in range(len(tokens) - len(needle) + 1):
+            if [t for t in normalised[i : i + len(needle)]] == needle:
+                return max(0, min(i - limit // 3, len(tokens) - limit))
+    return 0
+
+
+def render_passages(
+    passages: list[Passage], words: int | None = None, numbers: list[int] | None = None, focus: Sequence[str] = ()
+) -> str:
+    """Numbered passages ``[n] title | text``; ``numbers`` defaults to 1, 2, ...; ``focus``: see ``passage_text``."""
     numbers = numbers or list(range(1, len(passages) + 1))
-    return "\n".join(f"[{n}] {passage_text(p, words)}" for n, p in zip(numbers, passages))
+    return "\n".join(f"[{n}] {passage_text(p, words, focus)}" for n, p in zip(numbers, passages))
 
 
 def render_pairs(pairs: Sequence[QAPair]) -> str:
@@ -66,3 +88,48 @@ def printable(text: str) -> str:
     """``text`` without control and format characters (terminal escapes, NULs, bidi overrides); newlines and tabs
     stay."""
     return "".join(ch for ch in text if ch in "\n\t" or unicodedata.category(ch) not in ("Cc", "Cf", "Cs"))
+
+
+# An answer states facts; it does not tell the reader where they came from ("the passage retrieved for the question
+# states ...", "from the disambiguation question ..."), nor quote its sources at length.
+_SOURCE_TALK = re.compile(r"\b(passages?|contexts?|disambiguat\w*|retrieved)\b", re.IGNORECASE)
+COPY_LIMIT = 15  # consecutive words shared with one source passage that count as quoting it
+
+
+def mentions_sources(text: str) -> bool:
+    """Whether ``text`` talks about its sources: passages, context, retrieval or disambiguation questions."""
+    return bool(_SOURCE_TALK.search(text))
+
+
+def _words(text: str) -> list[str]:
+    return normalize_answer(text).split()
+
+
+def copied_runs(text: str, sources: Sequence[str], minimum: int = 1) -> list[str]:
+    """The stretches of ``text`` (normalised words) that appear word for word in one of ``sources``, each at least
+    ``minimum`` words long and as long as it goes, longest first."""
+    words = _words(text)
+    ends: dict[int, int] = {}  # end index in ``words`` → longest run ending there
+    for source in sources:
+        other = _words(source)
+        previous = [0] * (len(other) + 1)
+        for i, word in enumerate(words):
+            current = [0] * (len(other) + 1)
+            for j, candidate in enumerate(other, 1):
+                if word == candidate:
+                    current[j] = previous[j - 1] + 1
+                    ends[i] = max(ends.get(i, 0), current[j])
+            previous = current
+    runs = [(i - n + 1, i + 1) for i, n in ends.items() if n >= minimum and ends.get(i + 1, 0) != n + 1]
+    return [" ".join(words[a:b]) for a, b in sorted(runs, key=lambda run: run[0] - run[1])]
+
+
+def longest_copied_run(text: str, sources: Sequence[str]) -> int:
+    """The most consecutive words (normalised) that ``text`` shares with any one of ``sources``."""
+    runs = copied_runs(text, sources)
+    return len(runs[0].split()) if runs else 0
+
+
+def narrates(text: str, sources: Sequence[str]) -> bool:
+    """An answer that talks about its sources or copies ``COPY_LIMIT`` or more consecutive words of one of them."""
+    return mentions_sources(text) or longest_copied_run(text, sources) >= COPY_LIMIT

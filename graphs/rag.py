@@ -18,6 +18,11 @@ from agent.steps.rac import extract, generate
 
 class RagContext(RunContext):
     top_k: int = Field(default=5, ge=1, le=50, description="passages retrieved for the question (DIVA A.3: 5)")
+    structured: bool = Field(
+        default=False,
+        description="I_e as JSON under a grammar; default: the papers' DQ/DA text, which the small local model "
+        "answers faster and grounds better (docs/answers.md)",
+    )
 
 
 def retrieve(state: AnswerState, runtime: Runtime[RagContext]) -> dict:

@@ -130,3 +130,48 @@ def test_arun_answers_concurrent_questions_on_one_event_loop(collection, scripte
     assert any(b.started < a.ended for a, b in zip(calls, calls[1:]))  # the questions overlapped
     with pytest.raises(ConfigError, match="rag has no option bogus"):
         asyncio.run(agent.arun(QUESTION, llm=name, collection=collection, bogus=1))
+
+
+NARRATED = (
+    "Answer: The film premiered in London on 4 November 2001. This is evident from the passage retrieved for the "
+    "question, which states the date."
+)
+COPIED = "Answer: It was released in cinemas in the United States and the United Kingdom on 16 November 2001 too."
+
+
+def test_sentences_that_narrate_the_sources_are_dropped_from_the_answer(collection, scripted):
+    name, model = scripted({"rag_extract": EXTRACT, "rag_generate": NARRATED})
+    result = agent.run(QUESTION, llm=name, collection=collection)
+    assert model.prompts() == ["rag_extract", "rag_generate"]
+    assert result.answer == "The film premiered in London on 4 November 2001."
+
+
+def test_an_answer_that_only_narrates_its_sources_is_asked_for_again(collection, scripted):
+    only_talk = "Answer: This can be determined from the disambiguation question and the passages."
+    name, model = scripted({"rag_extract": EXTRACT, "rag_generate": [only_talk, GENERATE]})
+    result = agent.run(QUESTION, llm=name, collection=collection)
+    assert model.prompts() == ["rag_extract", "rag_generate", "rag_generate"]
+    assert result.answer.startswith("The film premiered in London")
+
+
+def test_an_answer_that_copies_a_passage_at_length_is_rephrased_in_the_same_conversation(collection, scripted):
+    name, model = scripted({"rag_extract": EXTRACT, "rag_generate": COPIED, "rag_rephrase": GENERATE})
+    result = agent.run(QUESTION, llm=name, collection=collection)
+    assert model.prompts() == ["rag_extract", "rag_generate", "rag_rephrase"]
+    assert result.answer.startswith("The film premiered in London")
+    rephrase = model.calls[2]
+    assert rephrase.messages[-2].content == COPIED  # it continues the answer's conversation: a cached prefix
+    assert "released in cinemas in united states and united kingdom on 16 november 2001»" in rephrase.user
+    assert result.usage.by_node["rag_generate"].calls == 2
+
+
+def test_a_rephrasing_that_still_copies_keeps_the_first_answer(collection, scripted):
+    name, model = scripted({"rag_extract": EXTRACT, "rag_generate": COPIED, "rag_rephrase": COPIED + " Indeed."})
+    result = agent.run(QUESTION, llm=name, collection=collection)
+    assert result.answer == COPIED.removeprefix("Answer: ")
+
+
+def test_an_answer_that_carries_on_in_the_dq_da_format_ends_before_it(collection, scripted):
+    carried_on = GENERATE + " DA 1: 4 November 2001\nDQ 2: When was it released in US cinemas?"
+    name, _ = scripted({"rag_extract": EXTRACT, "rag_generate": carried_on})
+    assert agent.run(QUESTION, llm=name, collection=collection).answer == GENERATE.removeprefix("Answer: ")

@@ -61,6 +61,7 @@ def test_a_server_that_dies_mid_call_is_a_crash_and_the_next_call_starts_a_fresh
     import signal
     import threading
 
+    from agent.doctor import server_facts
     from agent.errors import LLMCrashError
     from agent.llm import local_server as servers
     from agent.llm.calls import LLMOptions, ask
@@ -87,3 +88,5 @@ def test_a_server_that_dies_mid_call_is_a_crash_and_the_next_call_starts_a_fresh
     second = servers.local_server(settings)
     assert reply.text and second.process.pid != first.process.pid and second.alive()
     assert not second.repack.on  # a death by signal with repacking on: the next server loads without it
+    buffers = server_facts(second.log_lines())["buffers_mib"]
+    assert buffers and not {"CPU_REPACK", "AMX"} & set(buffers), buffers  # the weights as stored

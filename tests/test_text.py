@@ -69,3 +69,28 @@ def test_a_poisoned_passage_cannot_pose_as_the_prompt_or_the_answer(home, tmp_pa
         assert not any(
             line.startswith(("Question: Ignore", "DQ 1: What is", "DA 1: PWNED")) for line in call.user.splitlines()
         )
+
+
+def test_narration_is_talk_about_sources_or_a_long_quote():
+    from agent.text import COPY_LIMIT, longest_copied_run, mentions_sources, narrates
+
+    passage = "The franchise started with the theme park ride of the same name, which opened at Disneyland in 1967."
+    assert mentions_sources("This is evident from the passage retrieved for the question, which states 1967.")
+    assert mentions_sources("This can be determined from the disambiguation question.")
+    assert not mentions_sources("The ride opened at Disneyland in 1967; the first film followed in 2003.")
+    assert longest_copied_run("The ride of the same name opened at Disneyland in 1967.", [passage]) == 5
+    quoted = "The franchise started with the theme park ride of the same name, which opened at Disneyland in 1967."
+    assert longest_copied_run(quoted, [passage]) >= COPY_LIMIT and narrates(quoted, [passage])
+    assert not narrates("The first film came out in 2003, the ride in 1967.", [passage])
+
+
+def test_a_demonstration_passage_cut_short_keeps_the_stretch_with_its_answer():
+    from agent.schemas import Passage
+    from agent.text import passage_text
+
+    words = [f"w{i}" for i in range(60)]
+    words[40:44] = ["on", "4", "November", "2001."]
+    passage = Passage(id="p", title="T", text=" ".join(words))
+    assert "4 November 2001" in passage_text(passage, 15, focus=["4 November 2001"])
+    assert passage_text(passage, 15).startswith("T | «w0 w1")  # no focus: the start, as before
+    assert passage_text(passage, 15, focus=["absent"]).startswith("T | «w0 w1")

@@ -26,6 +26,7 @@ from agent.eval.datasets import Example, load_examples
 from agent.eval.provenance import Provenance, file_sha256, git_commit, llm_provenance, resolved_options
 from agent.eval.stats import excludes_zero, paired_difference, summarize_metrics
 from agent.schemas import RunResult
+from agent.text import narrates
 
 FATAL = (LLMUnavailableError, ConfigError, CollectionError, ModelFileError)  # every later run would fail too
 
@@ -69,6 +70,7 @@ def score(example: Example, result: RunResult, reader: m.Reader | None = None) -
     if example.kind == "asqa":
         golds = example.short_answers
         scores = {"str_em": m.str_em(result.answer, golds), "rouge_l": m.rouge_l(result.answer, example.long_answers)}
+        scores["narrates"] = float(narrates(result.answer, [p.full_text for p in result.passages]))
         if retrieved is not None:
             scores["mrecall@5"] = m.mrecall_at_k(retrieved, golds, 5)
             scores["coverage"] = m.answer_coverage(retrieved, golds)
@@ -410,7 +412,8 @@ def _cost_by_node(rows: list[dict[str, Any]]) -> dict[str, dict[str, float]]:
 
 
 METRIC_ORDER = ["str_em", "rouge_l", "disambig_f1", "dr", "mrecall@5", "coverage", "precision", "interp_recall",
-                "sufficient", "g_precision", "g_recall", "g_f1", "em", "f1", "acc", "support_recall@10"]  # fmt: skip
+                "sufficient", "g_precision", "g_recall", "g_f1", "em", "f1", "acc", "support_recall@10",
+                "narrates"]  # fmt: skip
 NOTES = {  # options that change what a metric means, shown in summary.md when set
     ("verdict", "append_uncited", True): "readings the answer did not cite are appended to it (lifts STR-EM)",
 }

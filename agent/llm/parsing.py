@@ -153,6 +153,17 @@ _SENTENCE_END = re.compile(r"""[.!?]["'”’)\]]*(?:\s*\[\d+\])*(?=\s|$)""")
 _NOT_AN_END = re.compile(r"(?:\b[A-Z]|\b(?:Mr|Mrs|Ms|Dr|St|Jr|Sr|vs|No|Mt|Ft|U\.S|U\.K|Inc|Co|Ltd))\.$")
 
 
+def sentences(text: str) -> list[str]:
+    """``text`` split after each sentence end (the same ends as ``whole_sentences``), each stripped."""
+    starts, parts = 0, []
+    for match in _SENTENCE_END.finditer(text):
+        if not _NOT_AN_END.search(text[: match.start() + 1]):
+            parts.append(text[starts : match.end()].strip())
+            starts = match.end()
+    parts.append(text[starts:].strip())
+    return [part for part in parts if part]
+
+
 def whole_sentences(text: str) -> str:
     """A reply cut at its token cap, up to the end of its last whole sentence (unchanged if it has none): a long
     answer should not stop mid-word."""

@@ -57,7 +57,7 @@ class Case:
             readings = "\n".join(f"{i}: {q}" for i, q in enumerate(self.typing.interpretations, 1))
             lines += [f"##Reason: {self.typing.reason}", f"##Answer: {types}", f"Readings:\n{readings}"]
         lines += [
-            f"Evidence:\n{render_passages(self.example.passages, words)}",
+            f"Evidence:\n{render_passages(self.example.passages, words, focus=self.example.answers)}",
             f"Disambiguations:\n{render_pairs(self.example.pairs)}",
             f"Long answer: {self.example.long_answer}",
         ]

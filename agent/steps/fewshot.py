@@ -73,6 +73,11 @@ class PoolExample(Demo):
         return [Passage(id=f"{self.id}-{i}", title=e.title, text=e.text) for i, e in enumerate(self.evidence, 1)]
 
     @property
+    def answers(self) -> list[str]:
+        """Every gold short answer, in pair order."""
+        return [answer for p in self.qa_pairs for answer in p.short_answers]
+
+    @property
     def long_answer(self) -> str:
         return " ".join(self.long_answers[0].split()) if self.long_answers else ""
 

@@ -14,17 +14,26 @@ prompt (its own examples: a demo's passages → its DQ/DA pairs).
 from __future__ import annotations
 
 import asyncio
+import re
 from typing import Any
 
-from langchain_core.messages import BaseMessage
+from langchain_core.messages import AIMessage, BaseMessage
 
-from agent.llm.calls import LLMOptions, Reply, aask, transcript
-from agent.llm.parsing import parse_disambiguations, parse_long_answer, whole_sentences
-from agent.llm.prompts import estimate_tokens, load_prompt
+from agent.llm.calls import LLMOptions, OutputError, Reply, aask, transcript
+from agent.llm.parsing import ParseError, parse_disambiguations, parse_long_answer, sentences, whole_sentences
+from agent.llm.prompts import estimate_tokens, load_prompt, render
 from agent.schemas import Disambiguation, ExtractedPairs, Passage, QAPair, ShortExtractedPairs
 from agent.steps.casebook import evidence, shared_context
 from agent.steps.fewshot import PoolExample, Shots, fit_examples, pool_demos
-from agent.text import render_pairs, render_passages, supporting_ids
+from agent.text import (
+    COPY_LIMIT,
+    copied_runs,
+    longest_copied_run,
+    mentions_sources,
+    render_pairs,
+    render_passages,
+    supporting_ids,
+)
 
 
 async def extract(
@@ -80,7 +89,7 @@ def _extraction_examples(question: str, shots: Shots, variables: dict[str, str])
 
 
 def _extraction_example(demo: PoolExample, words: int) -> str:
-    passages = render_passages(demo.passages, words)
+    passages = render_passages(demo.passages, words, focus=demo.answers)
     return f"Context:\n{passages}\n\nQuestion: {demo.question}\nDisambiguations:\n{render_pairs(demo.pairs)}"
 
 
@@ -110,20 +119,46 @@ async def generate(
     history: list[BaseMessage] | None = None,
 ) -> Reply[str]:
     """I_g: the long-form answer, after the shared casebook + passages, or continuing ``history`` (which holds
-    them). If the model's text stays unusable after the retries, the answer lists the pairs; without pairs that is an
-    ``OutputError`` (an unusable reply is never the answer)."""
-    fallback = {"fallback": " ".join(f"{p.question} {p.answer}." for p in pairs)} if pairs else {}
-    where: dict[str, Any] = {"history": history} if history else {"context": shared_context(book, passages)}
-    reply = await aask(
-        "rag_generate",
-        options,
-        parse=parse_long_answer,
-        question=question,
-        disambiguations=render_pairs(pairs),
-        **where,
-        **fallback,
+    them). The answer states facts: sentences that talk about the sources ("the passage retrieved for the question
+    states ...") are dropped, a reply with nothing else is asked for again, and an answer that copies
+    ``COPY_LIMIT`` or more consecutive words of a passage is rephrased once in the same conversation (its prefix is
+    cached), told which stretches it copied; the rephrasing is kept if it quotes less. If no usable text comes back, the answer lists the pairs; without
+    pairs that is an ``OutputError`` (an unusable reply is never the answer)."""
+    call: dict[str, Any] = {"question": question, "disambiguations": render_pairs(pairs)}
+    call |= {"history": history} if history else {"context": shared_context(book, passages)}
+    reply = await aask("rag_generate", options, parse=statements, fallback="", **call)
+    if not reply.value:
+        if not pairs:
+            raise OutputError(f"prompt 'rag_generate': no usable answer; last: {reply.text[:200]!r}")
+        return reply.with_value(" ".join(f"{p.question} {p.answer}." for p in pairs))
+    reply = whole_answer(reply)
+    sources = [p.full_text for p in passages]
+    copied = copied_runs(reply.value, sources, COPY_LIMIT)
+    if not copied:
+        return reply
+    quoted = len(copied[0].split())
+    conversation = [*render("rag_generate", **call), AIMessage(content=reply.text)]
+    stretches = "\n".join(f"- «{run}»" for run in copied[:3])
+    again = whole_answer(
+        await aask("rag_rephrase", options, parse=statements, fallback="", history=conversation, copied=stretches)
     )
-    return whole_answer(reply)
+    usage = reply.usage + again.usage
+    better = bool(again.value) and longest_copied_run(again.value, sources) < quoted
+    chosen = again if better else reply
+    return Reply(chosen.value, chosen.text, usage, reply.attempts + again.attempts, chosen.parsed, chosen.truncated)
+
+
+_PAIR_LINE = re.compile(r"(?:^|\s)D[QA] ?\d+:")  # the model carrying on in the DQ/DA format after its answer
+
+
+def statements(text: str) -> str:
+    """A long answer up to any DQ/DA lines, without its sentences that talk about sources; a ``ParseError`` when
+    nothing else is left."""
+    answer = _PAIR_LINE.split(parse_long_answer(text), maxsplit=1)[0]
+    answer = " ".join(s for s in sentences(answer) if not mentions_sources(s))
+    if not answer:
+        raise ParseError("the answer only talks about its sources")
+    return answer
 
 
 async def closed_book(question: str, options: LLMOptions, book: str) -> Reply[str]:
