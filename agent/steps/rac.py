@@ -121,8 +121,9 @@ async def generate(
     """I_g: the long-form answer, after the shared casebook + passages, or continuing ``history`` (which holds
     them). The answer states facts: sentences that talk about the sources ("the passage retrieved for the question
     states ...") are dropped, a reply with nothing else is asked for again, and an answer that copies
-    ``COPY_LIMIT`` or more consecutive words of a passage is rephrased once in the same conversation (its prefix is
-    cached), told which stretches it copied; the rephrasing is kept if it quotes less. If no usable text comes back, the answer lists the pairs; without
+    ``COPY_LIMIT`` or more consecutive words of a passage is rephrased in the same conversation (its prefix is
+    cached), told which stretches it copied, with the run's retries; a rephrasing is kept only if it quotes less than
+    ``COPY_LIMIT`` words. If no usable text comes back, the answer lists the pairs; without
     pairs that is an ``OutputError`` (an unusable reply is never the answer)."""
     call: dict[str, Any] = {"question": question, "disambiguations": render_pairs(pairs)}
     call |= {"history": history} if history else {"context": shared_context(book, passages)}
@@ -136,15 +137,18 @@ async def generate(
     copied = copied_runs(reply.value, sources, COPY_LIMIT)
     if not copied:
         return reply
-    quoted = len(copied[0].split())
+
+    def unquoted(text: str) -> str:
+        answer = statements(text)
+        if longest_copied_run(answer, sources) >= COPY_LIMIT:
+            raise ParseError("the rephrased answer still copies a passage")
+        return answer
+
     conversation = [*render("rag_generate", **call), AIMessage(content=reply.text)]
     stretches = "\n".join(f"- «{run}»" for run in copied[:3])
-    again = whole_answer(
-        await aask("rag_rephrase", options, parse=statements, fallback="", history=conversation, copied=stretches)
-    )
+    again = await aask("rag_rephrase", options, parse=unquoted, fallback="", history=conversation, copied=stretches)
+    chosen = whole_answer(again) if again.value else reply
     usage = reply.usage + again.usage
-    better = bool(again.value) and longest_copied_run(again.value, sources) < quoted
-    chosen = again if better else reply
     return Reply(chosen.value, chosen.text, usage, reply.attempts + again.attempts, chosen.parsed, chosen.truncated)
 
 
