@@ -327,3 +327,27 @@ def test_a_failed_run_is_recorded_then_retried_and_no_longer_counted(dataset, co
     assert "maximum context length" in rows[0]["error"]
     again = evaluate(config, progress=False, log=lambda _: None)
     assert again["rag"]["questions"] == 3 and again["rag"]["failed"] == 0
+
+
+def test_a_crash_of_the_embedded_server_fails_that_run_only(dataset, collection, scripted, tmp_path):
+    from agent.errors import LLMCrashError, LLMUnavailableError
+
+    calls = {"n": 0}
+
+    def crashing_once(call):
+        calls["n"] += 1
+        if calls["n"] == 1:
+            raise LLMCrashError("the local llama.cpp server died by SIGSEGV during the call; log: …")
+        return SCRIPT["rag_generate"]
+
+    name, _ = scripted({**SCRIPT, "rag_generate": crashing_once})
+    config = EvalConfig(dataset=dataset, methods=["rag"], out=tmp_path / "run", collection=collection, llm=name)
+    summary = evaluate(config, progress=False, log=lambda _: None)
+    assert summary["rag"]["questions"] == 2 and summary["rag"]["failed"] == 1  # the next runs went on
+
+    def unreachable(call):
+        raise LLMUnavailableError("LLM endpoint unreachable or too slow (APIConnectionError: Connection error.)")
+
+    down, _ = scripted({**SCRIPT, "rag_generate": unreachable})
+    with pytest.raises(LLMUnavailableError):  # an endpoint that is down stops the evaluation, as before
+        evaluate(config.model_copy(update={"llm": down, "out": tmp_path / "down"}), progress=False, log=lambda _: None)

@@ -20,7 +20,7 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
-from agent.errors import AgentError, CollectionError, ConfigError, LLMUnavailableError, ModelFileError
+from agent.errors import AgentError, CollectionError, ConfigError, LLMCrashError, LLMUnavailableError, ModelFileError
 from agent.eval import metrics as m
 from agent.eval.datasets import Example, load_examples
 from agent.eval.provenance import Provenance, file_sha256, git_commit, llm_provenance, resolved_options
@@ -29,6 +29,7 @@ from agent.schemas import RunResult
 from agent.text import narrates
 
 FATAL = (LLMUnavailableError, ConfigError, CollectionError, ModelFileError)  # every later run would fail too
+# but not a crash of the embedded server: the next call starts a fresh one
 
 
 class EvalConfig(BaseModel):
@@ -297,11 +298,17 @@ def _attempt(
     """One run's row; a run-level error becomes an error row (retried on resume), a fatal one is raised."""
     try:
         return run_one(example, method, config, reader, provenance)
+    except LLMCrashError as exc:
+        return _error_row(example, method, provenance, exc)
     except FATAL:
         raise
     except AgentError as exc:
-        error = {"method": method, "id": example.id, "question": example.question, "error": str(exc)}
-        return error | {"provenance": {"key": provenance.key}}
+        return _error_row(example, method, provenance, exc)
+
+
+def _error_row(example: Example, method: str, provenance: Provenance, exc: Exception) -> dict[str, Any]:
+    error = {"method": method, "id": example.id, "question": example.question, "error": str(exc)}
+    return error | {"provenance": {"key": provenance.key}}
 
 
 def _writer(out: Any, bar: Any) -> Callable[[dict[str, Any]], None]:
