@@ -64,7 +64,7 @@ def _focus_start(tokens: list[str], focus: Sequence[str], limit: int) -> int:
         if not needle:
             continue
         for i in range(len(tokens) - len(needle) + 1):
-            if [t for t in normalised[i : i + len(needle)]] == needle:
+            if normalised[i : i + len(needle)] == needle:
                 return max(0, min(i - limit // 3, len(tokens) - limit))
     return 0
 

@@ -308,17 +308,25 @@ def test_critical_path_counts_a_fan_out_of_one_node_as_one_round():
     assert path.rounds == 3 and path.seconds > 0
 
 
+def _failing_once(error: Exception):
+    """A scripted rag_generate reply that raises ``error`` on the first call and answers after."""
+    calls = {"n": 0}
+
+    def reply(call):
+        calls["n"] += 1
+        if calls["n"] == 1:
+            raise error
+        return SCRIPT["rag_generate"]
+
+    return reply
+
+
 def test_a_failed_run_is_recorded_then_retried_and_no_longer_counted(dataset, collection, scripted, tmp_path):
     from agent.errors import LLMError
 
-    calls = {"n": 0}
-
-    def overflowing_once(call):
-        calls["n"] += 1
-        if calls["n"] == 1:
-            raise LLMError("prompt 'rag_generate' was rejected by the LLM (400): maximum context length")
-        return SCRIPT["rag_generate"]
-
+    overflowing_once = _failing_once(
+        LLMError("prompt 'rag_generate' was rejected by the LLM (400): maximum context length")
+    )
     name, _ = scripted({**SCRIPT, "rag_generate": overflowing_once})
     config = EvalConfig(dataset=dataset, methods=["rag"], out=tmp_path / "run", collection=collection, llm=name)
     first = evaluate(config, progress=False, log=lambda _: None)
@@ -332,14 +340,7 @@ def test_a_failed_run_is_recorded_then_retried_and_no_longer_counted(dataset, co
 def test_a_crash_of_the_embedded_server_fails_that_run_only(dataset, collection, scripted, tmp_path):
     from agent.errors import LLMCrashError, LLMUnavailableError
 
-    calls = {"n": 0}
-
-    def crashing_once(call):
-        calls["n"] += 1
-        if calls["n"] == 1:
-            raise LLMCrashError("the local llama.cpp server died by SIGSEGV during the call; log: …")
-        return SCRIPT["rag_generate"]
-
+    crashing_once = _failing_once(LLMCrashError("the local llama.cpp server died by SIGSEGV during the call; log: …"))
     name, _ = scripted({**SCRIPT, "rag_generate": crashing_once})
     config = EvalConfig(dataset=dataset, methods=["rag"], out=tmp_path / "run", collection=collection, llm=name)
     summary = evaluate(config, progress=False, log=lambda _: None)
