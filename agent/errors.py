@@ -17,6 +17,10 @@ class CollectionError(AgentError):
     """The vector collection is missing or empty."""
 
 
+class StoreError(AgentError):
+    """The store's database cannot be reached or used (the URL's host is named, never its password)."""
+
+
 class IngestError(AgentError):
     """The corpus file could not be ingested; the collection was left as it was."""
 

@@ -18,6 +18,10 @@ class Settings(BaseSettings):
         default=Path.home() / ".cache" / "ambigqa" / "models", description="assembled GGUF files, ONNX exports"
     )
     chroma_url: str | None = Field(default=None, description="Chroma server URL; unset = embedded store under home.")
+    database_url: str | None = Field(
+        default=None,
+        description="PostgreSQL (with pgvector) URL for passages and clarify threads; unset = embedded Chroma and SQLite",
+    )
     collection: str = "demo"
     embeddings: Literal["onnx", "torch"] = Field(
         default="onnx",

@@ -72,6 +72,16 @@ def served_home(tmp_path_factory, corpus_file) -> Path:
     return path
 
 
+@pytest.fixture(scope="session")
+def postgres_url(tmp_path_factory):
+    """A real PostgreSQL 16 with pgvector on 127.0.0.1 (pgserver's binaries), one per test session."""
+    from agent.retrieval.local_postgres import start
+
+    server = start(tmp_path_factory.mktemp("postgres") / "data")
+    yield server.url
+    server.stop()
+
+
 @pytest.fixture
 def scripted():
     """Register a ScriptedChatModel; returns a factory ``scripted(script, **kw) -> (name, model)``."""

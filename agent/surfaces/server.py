@@ -14,7 +14,15 @@ from langchain_core.runnables import ConfigurableFieldSpec, Runnable, RunnableCo
 from pydantic import BaseModel, Field, StringConstraints
 
 from agent.context import make_context
-from agent.errors import AgentError, CollectionError, ConfigError, InvalidQuestionError, LLMError, LLMUnavailableError
+from agent.errors import (
+    AgentError,
+    CollectionError,
+    ConfigError,
+    InvalidQuestionError,
+    LLMError,
+    LLMUnavailableError,
+    StoreError,
+)
 from agent.registry import METHODS, load_graph
 from agent.runner import namespace_names, output_of
 from agent.settings import get_settings
@@ -111,7 +119,7 @@ def _events(namespace: tuple[str, ...], chunk: dict) -> Iterator[dict]:
 
 
 STATUS = [  # most specific first
-    (InvalidQuestionError, 422), (ConfigError, 422), (CollectionError, 404), (LLMUnavailableError, 503),
+    (InvalidQuestionError, 422), (ConfigError, 422), (CollectionError, 404), (StoreError, 503), (LLMUnavailableError, 503),
     (LLMError, 502), (AgentError, 500),
 ]  # fmt: skip
 
