@@ -270,13 +270,20 @@ def embeddings(settings: Settings) -> tuple[str, dict[str, Any]]:
 
 
 def store(settings: Settings) -> tuple[str, dict[str, Any]]:
-    """The Chroma store the CLI and server use, and its collections with their passage counts."""
-    from agent.retrieval.store import get_client
+    """The store the CLI and server use (PostgreSQL or Chroma), and its collections with their passage counts."""
+    from agent.errors import AgentError
+    from agent.retrieval.collections import list_collections, open_collection
 
-    client = get_client(settings)
-    where = settings.chroma_url or f"embedded at {settings.chroma_path}"
+    if settings.database_url:
+        from agent.retrieval.postgres_store import where as database
+
+        where = f"PostgreSQL at {database(settings.database_url)}"
+    else:
+        where = settings.chroma_url or f"embedded Chroma at {settings.chroma_path}"
     try:
-        collections = {c.name: c.count() for c in client.list_collections()}
+        collections = {name: open_collection(name, settings).count() for name in list_collections(settings)}
+    except AgentError as exc:
+        raise CheckFailed(f"store {where}: {exc}") from exc
     except Exception as exc:  # a server that went away after connecting
         raise CheckFailed(f"store {where}: listing collections failed ({type(exc).__name__}: {exc})") from exc
     listed = ", ".join(f"{name} ({count:,})" for name, count in sorted(collections.items()))

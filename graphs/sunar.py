@@ -18,9 +18,7 @@ from agent.context import RunContext, context_of
 from agent.llm.calls import LLMOptions, Reply, aask, ask, run_concurrently, usage_update
 from agent.llm.parsing import parse_self_ask, parse_short_answer
 from agent.nodes import llm_node
-from agent.retrieval.bm25 import bm25_index
 from agent.retrieval.nar import neighbourhood_rerank
-from agent.retrieval.neighbours import load_neighbours
 from agent.retrieval.pipeline import FirstStage, first_stage
 from agent.retrieval.rerank import rerank
 from agent.retrieval.scorers import DEFAULT_RERANKER, get_scorer
@@ -130,7 +128,6 @@ def nar_retrieve(state: SunarState, runtime: Runtime[SunarContext]) -> dict:
     under the async API LangGraph runs it on a worker thread (its samples stay concurrent there)."""
     ctx = context_of(runtime, SunarContext)
     store = ctx.store()
-    index = bm25_index(store)
     sub_question = state["sub_question"]
     r0 = first_stage(store, [sub_question], ctx.first_stage_k, ctx.first_stage)[0]  # first stage R0
     replies: list[Reply[str]] = []
@@ -146,8 +143,7 @@ def nar_retrieve(state: SunarState, runtime: Runtime[SunarContext]) -> dict:
     result = neighbourhood_rerank(
         sub_question,
         r0,
-        load_neighbours(store, ctx.neighbours_k),
-        {p.id: p for p in index.passages},
+        lambda batch: store.neighbours(batch, ctx.neighbours_k),
         get_scorer(ctx.reranker),
         batch_size=ctx.batch_size,
         budget=ctx.budget,

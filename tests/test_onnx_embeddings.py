@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 
 from agent.retrieval import onnx_encoder
+from agent.retrieval.chroma_store import get_client
 from agent.retrieval.collections import open_store
 from agent.retrieval.embeddings import (
     MiniLMEmbeddingFunction,
@@ -17,7 +18,6 @@ from agent.retrieval.embeddings import (
     model_path,
 )
 from agent.retrieval.ingest import ingest
-from agent.retrieval.store import get_client
 from agent.settings import Settings, get_settings
 from tests.conftest import PASSAGES
 

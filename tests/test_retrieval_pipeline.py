@@ -11,6 +11,7 @@ from agent.errors import ConfigError
 from agent.retrieval.collections import open_store
 from agent.retrieval.pipeline import MemoScorer, RetrievalOptions, first_stage, fuse, rank_pool, search
 from agent.schemas import Passage
+from tests.conftest import PASSAGES
 
 PREMIERE = "When was the world premiere of the Harry Potter film?"
 
@@ -44,7 +45,7 @@ def test_the_reranker_orders_the_first_stages_top_depth(collection, reranker):
 
 def test_rank_pool_reranks_only_the_pools_closest_passages(collection):
     store = open_store(collection)
-    pool = store.all_passages()
+    pool = store.passages([p["id"] for p in PASSAGES])
     calls: list[int] = []
 
     class Counting:
@@ -62,7 +63,7 @@ def test_rank_pool_reranks_only_the_pools_closest_passages(collection):
 
 def test_fusion_ranks_by_both_the_first_stage_and_the_reranker(collection):
     store = open_store(collection)
-    pool = store.all_passages()
+    pool = store.passages([p["id"] for p in PASSAGES])
     dense = [p.id for p in rank_pool(store, PREMIERE, pool, 3, RetrievalOptions(reranker="none"))]
 
     class Contrary:  # the re-ranker reverses the first stage's order

@@ -52,7 +52,7 @@ def test_missing_fields_and_files_are_clear_errors(home, tmp_path):
 
 
 def test_missing_and_empty_collections_say_run_ingest(home):
-    from agent.retrieval.store import get_client
+    from agent.retrieval.chroma_store import get_client
 
     with pytest.raises(CollectionError, match="does not exist: run `ambigqa ingest"):
         open_store("never-made")
@@ -64,7 +64,7 @@ def test_missing_and_empty_collections_say_run_ingest(home):
 
 
 def test_collection_reopens_without_passing_the_embedding_function(collection):
-    from agent.retrieval.store import get_client
+    from agent.retrieval.chroma_store import get_client
 
     reopened = get_client().get_collection(collection)  # our function is registered by name
     hits = reopened.query(query_texts=["volcano in Sicily"], n_results=1)
@@ -79,11 +79,12 @@ def test_stored_embeddings_are_returned_not_recomputed(collection):
     assert float(vectors[0] @ vectors[0]) == pytest.approx(1.0, abs=1e-3)
 
 
-def test_bm25_ranks_by_term_overlap(collection):
-    from agent.retrieval.bm25 import bm25_index
-
-    ranked = bm25_index(open_store(collection)).search("stratovolcano Sicily", 2)
-    assert ranked[0].id == "volcano"
+def test_the_sparse_side_ranks_by_term_overlap_from_its_index_on_disk(collection, home):
+    store = open_store(collection)
+    ranked = store.sparse_many(["Where is the stratovolcano Etna?", "the of and"], 2)
+    assert ranked[0][0].id == "volcano" and ranked[0][0].score > 0
+    assert ranked[1] == []  # stop words alone match nothing
+    assert (home / "sparse" / f"{collection}.sqlite").is_file()
 
 
 def _free_port() -> int:

@@ -4,21 +4,15 @@ Real Chroma, real MiniLM embeddings, the real cross-encoder; the scripted model 
 """
 
 import json
-import os
-import subprocess
-import sys
 
-import numpy as np
 import pytest
 
 import agent
 from agent.errors import ConfigError
 from agent.llm.calls import LLMOptions
 from agent.llm.parsing import ParseError, parse_self_ask, parse_short_answer
-from agent.retrieval.bm25 import bm25_index
 from agent.retrieval.collections import open_store
 from agent.retrieval.nar import neighbourhood_rerank
-from agent.retrieval.neighbours import build_neighbours, graph_path, load_neighbours, nearest_neighbours
 from agent.retrieval.rerank import rerank
 from agent.retrieval.scorers import get_scorer
 from agent.steps.equivalence import LLMEquivalence, TokenEquivalence, get_equivalence, normalize, semantic_sets
@@ -57,45 +51,13 @@ def planted(home, tmp_path_factory) -> str:
 # --- the neighbourhood graph ---
 
 
-def test_nearest_neighbours_are_exact_top_k_without_self_loops():
-    rng = np.random.default_rng(0)
-    vectors = rng.normal(size=(50, 8)).astype(np.float32)
-    vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
-    neighbours, similarities = nearest_neighbours(vectors, k=5, block=7)  # blocks that do not divide N
-    sims = vectors @ vectors.T
-    np.fill_diagonal(sims, -np.inf)
-    expected = np.argsort(-sims, axis=1)[:, :5]
-    assert neighbours.shape == (50, 5)
-    assert (neighbours == expected).all()
-    assert not (neighbours == np.arange(50)[:, None]).any()
-    assert np.allclose(similarities, np.take_along_axis(sims, expected, axis=1))
-
-
-def test_k_larger_than_the_corpus_keeps_every_other_passage():
-    vectors = np.eye(3, dtype=np.float32)
-    neighbours, _ = nearest_neighbours(vectors, k=10)
-    assert neighbours.shape == (3, 2)
-    assert [sorted(row) for row in neighbours.tolist()] == [[1, 2], [0, 2], [0, 1]]
-
-
-def test_graph_from_stored_embeddings_links_passages_on_the_same_topic(collection):
+def test_neighbours_come_from_the_index_on_demand_and_link_passages_on_the_same_topic(collection):
     store = open_store(collection)
-    graph = build_neighbours(store, k=2)
-    assert graph_path(store, 2).is_file()
-    assert sorted(graph.ids.tolist()) == sorted(p.id for p in store.all_passages())
-    for pid in graph.ids:
-        assert pid not in [n for n, _ in graph.of(str(pid))]
-    assert {n for n, _ in graph.of("hp-premiere")} == {"hp-us", "hp-book"}
-    assert load_neighbours(store, k=2).of("hp-us") == graph.of("hp-us")  # saved and reloaded, not rebuilt
-
-
-def test_neighbours_command_builds_and_saves_the_graph(home, collection):
-    env = {**os.environ, "AMBIGQA_HOME": str(home), "PYTHONPATH": os.getcwd()}
-    proc = subprocess.run([sys.executable, "-m", "agent", "neighbours", "-c", collection, "--k", "3"],
-                          capture_output=True, text=True, env=env, timeout=300)  # fmt: skip
-    assert proc.returncode == 0, proc.stderr
-    assert "6 passages × 3 neighbours" in proc.stdout
-    assert (home / "neighbours" / f"{collection}-6-k3.npz").is_file()
+    passages = store.passages(["hp-premiere", "hp-us", "volcano"])
+    near = store.neighbours(passages, 2)
+    for p in passages:
+        assert p.id not in [n.id for n, _ in near[p.id]] and len(near[p.id]) == 2
+    assert {n.id for n, _ in near["hp-premiere"]} == {"hp-us", "hp-book"}
 
 
 # --- NAR (Algorithm 1) ---
@@ -103,10 +65,9 @@ def test_neighbours_command_builds_and_saves_the_graph(home, collection):
 
 def _nar(collection: str, query: str, **kwargs):
     store = open_store(collection)
-    index = bm25_index(store)
-    r0 = [p for p in index.search(query, 100) if p.score > 0]
-    graph = load_neighbours(store, k=kwargs.pop("k", 2))
-    result = neighbourhood_rerank(query, r0, graph, {p.id: p for p in index.passages}, get_scorer(), **kwargs)
+    r0 = store.sparse_many([query], 100)[0]
+    k = kwargs.pop("k", 2)
+    result = neighbourhood_rerank(query, r0, lambda batch: store.neighbours(batch, k), get_scorer(), **kwargs)
     return r0, result
 
 
@@ -147,7 +108,7 @@ def test_asu_divides_each_batch_by_its_semantic_sets(planted):
 
 def test_cross_encoder_prefers_the_relevant_passage(planted):
     store = open_store(planted)
-    top = rerank(SUB_QUESTION, store.all_passages(), 2, get_scorer())
+    top = rerank(SUB_QUESTION, store.passages([p["id"] for p in CORPUS]), 2, get_scorer())
     assert top[0].id == "zorbania" and 0 < top[1].score < top[0].score < 1
 
 

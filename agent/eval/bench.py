@@ -334,13 +334,12 @@ def nar_recall(
 
     from agent.eval.metrics import support_recall
     from agent.registry import method_module
-    from agent.retrieval.bm25 import bm25_index
     from agent.retrieval.collections import open_store
 
     sunar = method_module("sunar")  # the graph's own nar_retrieve node
 
     rows = [e for e in examples if e.supporting_ids]
-    index = bm25_index(open_store(collection))
+    store = open_store(collection)
     variants = {"nar": False} | ({"nar_asu": True} if llm else {})
     contexts = {
         name: sunar.SunarContext(collection=collection, llm=llm or "", asu=asu) for name, asu in variants.items()
@@ -359,7 +358,7 @@ def nar_recall(
         if example.id in done:
             figures.append(done[example.id])
             continue
-        first_stage = [p.id for p in index.search(example.question, k) if (p.score or 0) > 0]
+        first_stage = [p.id for p in store.sparse_many([example.question], k)[0]]
         row: dict[str, Any] = {"id": example.id, **key, "bm25": support_recall(first_stage, example.supporting_ids)}
         top: dict[str, list[str]] = {}
         for name, context in contexts.items():

@@ -1,21 +1,17 @@
-"""Open a collection by name for reading; the demo collection is ingested from the package's own corpus on first use."""
+"""Open a collection by name on the configured store: PostgreSQL when ``AMBIGQA_DATABASE_URL`` is set, else Chroma.
+The demo collection is ingested from the package's own corpus on first use."""
 
 from __future__ import annotations
 
 import sys
 import threading
 from importlib.resources import as_file
-from typing import TYPE_CHECKING
 
 from agent.errors import CollectionError
 from agent.resources import data_file
-from agent.retrieval.embeddings import MiniLMEmbeddingFunction
-from agent.retrieval.ingest import ingest
-from agent.retrieval.store import Store, get_client
+from agent.retrieval.embeddings import Backend, MiniLMEmbeddingFunction
+from agent.retrieval.store import Store, Writer, check_name
 from agent.settings import Settings, get_settings
-
-if TYPE_CHECKING:
-    from chromadb.api import ClientAPI
 
 DEMO_COLLECTION = "demo"
 _demo_lock = threading.Lock()
@@ -25,37 +21,79 @@ def open_store(name: str | None = None, settings: Settings | None = None) -> Sto
     """The collection ``name`` (default: the ``collection`` setting); missing or empty ones are a ``CollectionError``."""
     settings = settings or get_settings()
     name = name or settings.collection
-    client = get_client(settings)
     if name == DEMO_COLLECTION:
-        ensure_demo(client, settings)
-    try:
-        collection = client.get_collection(name, embedding_function=MiniLMEmbeddingFunction())
-    except Exception as exc:  # chromadb raises NotFoundError / ValueError depending on client type
-        if "does not exist" in str(exc) or "not found" in str(exc).lower():
-            raise CollectionError(
-                f"collection '{name}' does not exist: run `ambigqa ingest CORPUS.jsonl --collection {name}` first"
-            ) from None
-        raise CollectionError(f"cannot open collection '{name}': {exc}") from exc
-    store = Store(collection)
-    if store.count() == 0:
+        ensure_demo(settings)
+    store = open_collection(name, settings)
+    if store.empty():
         raise CollectionError(
             f"collection '{name}' is empty: run `ambigqa ingest CORPUS.jsonl --collection {name}` first"
         )
     return store
 
 
-def ensure_demo(client: ClientAPI, settings: Settings) -> None:
+def open_collection(name: str, settings: Settings) -> Store:
+    """The collection ``name``, empty or not; a missing one is a ``CollectionError``."""
+    if settings.database_url:
+        from agent.retrieval.postgres_store import PostgresStore
+
+        return PostgresStore.open(settings.database_url, name)
+    from agent.retrieval.chroma_store import ChromaStore, get_client
+
+    try:
+        collection = get_client(settings).get_collection(name, embedding_function=MiniLMEmbeddingFunction())
+    except Exception as exc:  # chromadb raises NotFoundError / ValueError depending on client type
+        if "does not exist" in str(exc) or "not found" in str(exc).lower():
+            raise CollectionError(
+                f"collection '{name}' does not exist: run `ambigqa ingest CORPUS.jsonl --collection {name}` first"
+            ) from None
+        raise CollectionError(f"cannot open collection '{name}': {exc}") from exc
+    return ChromaStore(collection, settings)
+
+
+def open_writer(name: str, backend: Backend, settings: Settings | None = None) -> Writer:
+    """The collection ``name`` for ingest, created (embedded with ``backend``) when it does not exist yet."""
+    check_name(name)
+    settings = settings or get_settings()
+    if settings.database_url:
+        from agent.retrieval.postgres_store import PostgresStore
+
+        return PostgresStore.create(settings.database_url, name, backend)
+    from agent.retrieval.chroma_store import ChromaStore, get_client
+
+    collection = get_client(settings).get_or_create_collection(
+        name,
+        embedding_function=MiniLMEmbeddingFunction(backend),  # recorded when it is new
+        configuration={"hnsw": {"space": "cosine"}},
+    )
+    return ChromaStore(collection, settings)
+
+
+def list_collections(settings: Settings | None = None) -> list[str]:
+    settings = settings or get_settings()
+    if settings.database_url:
+        from agent.retrieval.postgres_store import collections
+
+        return collections(settings.database_url)
+    from agent.retrieval.chroma_store import get_client
+
+    return sorted(c if isinstance(c, str) else c.name for c in get_client(settings).list_collections())
+
+
+def ensure_demo(settings: Settings) -> None:
     """Ingest ``data/demo/corpus.jsonl`` into the demo collection unless it is there already."""
     with _demo_lock:
-        names = {c if isinstance(c, str) else c.name for c in client.list_collections()}
-        if DEMO_COLLECTION in names:
-            demo = client.get_collection(DEMO_COLLECTION, embedding_function=MiniLMEmbeddingFunction())
-            if demo.count() > 0:
-                return
+        if DEMO_COLLECTION in list_collections(settings):
+            try:
+                if not open_collection(DEMO_COLLECTION, settings).empty():
+                    return
+            except CollectionError:
+                pass
         print(
             f"first use: embedding the demo corpus into collection '{DEMO_COLLECTION}' (once, about a minute on 2 "
             "cores)",
             file=sys.stderr,
         )
+        from agent.retrieval.ingest import ingest
+
         with as_file(data_file("demo", "corpus.jsonl")) as corpus:
             ingest(corpus, DEMO_COLLECTION, settings=settings, progress=True)

@@ -1,27 +1,34 @@
-"""Ingest a JSONL corpus ``{id, title, text}`` into a collection: validated first, batched, with progress; a sync.
+"""Ingest a JSONL corpus ``{id, title, text}`` into a collection: validated first, then streamed in batches; a sync.
 
-Passages are stored under a hash of their content with their document id in the metadata, so re-ingesting an
-unchanged file is a no-op, an edited passage (same id, new text) replaces its old version, and ``prune`` removes
-passages whose id left the file. One ingest per collection at a time (a file lock): two concurrent ingests of one
-corpus store it once.
+Passages are stored under a hash of their content with their document id beside it, so re-ingesting an unchanged
+file is a no-op, an edited passage (same id, new text) replaces its old version, and ``prune`` removes passages whose
+id left the file. Nothing proportional to the corpus is held in memory: the file is read twice (validation, then
+one batch at a time), each batch asks the store which of its passages are stored already, and ``prune`` keeps the
+file's ids in a temporary SQLite file. A killed ingest resumes where it stopped: a re-run skips what is stored.
+One ingest per collection at a time (``Writer.locked``). With ``vectors`` (Parquet ``id, vector`` in the corpus's
+order, e.g. computed on a GPU elsewhere) nothing is embedded here.
 """
 
 from __future__ import annotations
 
 import json
+import sqlite3
+import tempfile
 import time
 from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
 
+import numpy as np
 from pydantic import BaseModel, ValidationError
 
 from agent.errors import IngestError
-from agent.retrieval.embeddings import Backend, MiniLMEmbeddingFunction, collection_backend, embed, usable
-from agent.retrieval.store import PAGE_SIZE, content_id, get_client
+from agent.retrieval.collections import open_writer
+from agent.retrieval.embeddings import EMBEDDING_DIM, Backend, embed, usable
+from agent.retrieval.store import Row, Writer, check_name, content_id
 from agent.schemas import titled_text
 from agent.settings import Settings, get_settings
+
+VECTOR_CHECK = 0.9  # mean cosine of precomputed vectors against our own encoder's, over a batch's first passages
 
 
 class CorpusRecord(BaseModel):
@@ -46,11 +53,10 @@ class IngestReport(BaseModel):
         return self.added / self.seconds if self.seconds and self.added else 0.0
 
 
-def read_corpus(path: Path) -> list[CorpusRecord]:
-    """Parse and validate every line before anything is written, so a bad file changes nothing."""
+def records(path: Path) -> Iterator[CorpusRecord]:
+    """Every record of ``path``, parsed and validated one line at a time; the first bad line is an ``IngestError``."""
     if not path.is_file():
         raise IngestError(f"corpus file {path} does not exist")
-    records = []
     with path.open("rb") as f:
         for number, raw in enumerate(f, 1):
             try:
@@ -71,40 +77,47 @@ def read_corpus(path: Path) -> list[CorpusRecord]:
                 ) from None
             if not record.text.strip():
                 raise IngestError(f"{path}:{number}: passage '{record.id}' has empty text; nothing was ingested")
-            records.append(record)
-    if not records:
+            yield record
+
+
+def read_corpus(path: Path) -> list[CorpusRecord]:
+    """Every record of a (small) corpus file, validated."""
+    found = list(records(path))
+    if not found:
         raise IngestError(f"corpus file {path} holds no passages")
-    return records
+    return found
 
 
-@contextmanager
-def _one_ingest_at_a_time(settings: Settings, collection: str) -> Iterator[None]:
-    """An exclusive lock per collection, across processes (``fcntl``; no-op where it does not exist)."""
+def count_records(path: Path) -> int:
+    """Validate the whole file before anything is written, so a bad file changes nothing."""
+    total = sum(1 for _ in records(path))
+    if not total:
+        raise IngestError(f"corpus file {path} holds no passages")
+    return total
+
+
+def vector_batches(path: Path, batch_size: int) -> Iterator[tuple[list[str], np.ndarray]]:
+    """(ids, vectors) of a Parquet file with columns ``id`` and ``vector``, one batch at a time."""
     try:
-        import fcntl
-    except ImportError:  # pragma: no cover - not POSIX
-        yield
-        return
-    folder = settings.home / "locks"
-    folder.mkdir(parents=True, exist_ok=True)
-    with (folder / f"ingest-{collection}.lock").open("w") as handle:
-        fcntl.flock(handle, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(handle, fcntl.LOCK_UN)
-
-
-def _stored(coll: Any) -> dict[str, str]:
-    """Content id → document id of every stored passage."""
-    stored: dict[str, str] = {}
-    offset = 0
-    while True:
-        page = coll.get(include=["metadatas"], limit=PAGE_SIZE, offset=offset)
-        stored.update({i: str((m or {}).get("doc_id", "")) for i, m in zip(page["ids"], page["metadatas"])})
-        if len(page["ids"]) < PAGE_SIZE:
-            return stored
-        offset += PAGE_SIZE
+        import pyarrow.parquet as pq
+    except ImportError:
+        raise IngestError("--vectors needs the package 'pyarrow': pip install pyarrow") from None
+    if not path.is_file():
+        raise IngestError(f"vectors file {path} does not exist")
+    try:
+        source = pq.ParquetFile(path)
+    except Exception as exc:
+        raise IngestError(f"{path}: not a Parquet file ({exc})") from None
+    missing = {"id", "vector"} - set(source.schema_arrow.names)
+    if missing:
+        raise IngestError(f"{path}: no column {', '.join(sorted(missing))} (expected columns id, vector)")
+    for batch in source.iter_batches(batch_size=batch_size, columns=["id", "vector"]):
+        ids = [str(i) for i in batch.column("id").to_pylist()]
+        vectors = np.asarray(batch.column("vector").to_pylist(), dtype=np.float32)
+        if vectors.ndim != 2 or vectors.shape[1] != EMBEDDING_DIM:
+            raise IngestError(f"{path}: vectors must have {EMBEDDING_DIM} dimensions (all-MiniLM-L6-v2)")
+        norms = np.linalg.norm(vectors, axis=1, keepdims=True)
+        yield ids, vectors / np.maximum(norms, 1e-12)
 
 
 def ingest(
@@ -115,65 +128,143 @@ def ingest(
     batch_size: int = 128,
     progress: bool = True,
     prune: bool = False,
+    vectors: Path | str | None = None,
+    check_vectors: bool = True,
 ) -> IngestReport:
-    if len(collection) < 3:
-        raise IngestError(f"collection name '{collection}' is too short: Chroma needs at least 3 characters")
+    """Sync ``path`` into ``collection``; with ``vectors``, store those instead of embedding (``check_vectors``: the
+    first batch's vectors must agree with our encoder's, a guard against vectors from another model)."""
     start = time.perf_counter()
-    records = read_corpus(Path(path))
-    unique = {content_id(r.title, r.text): r for r in records}  # duplicates within the file collapse
+    path = Path(path)
+    check_name(collection)
+    total = count_records(path)
     settings = settings or get_settings()
-    with _one_ingest_at_a_time(settings, collection):
-        client = get_client(settings)
-        coll = client.get_or_create_collection(
-            collection,
-            embedding_function=MiniLMEmbeddingFunction(usable(settings.embeddings)),  # recorded when it is new
-            configuration={"hnsw": {"space": "cosine"}},
-        )
-        stored = _stored(coll)
-        todo = [k for k in unique if k not in stored]
-        changed = {unique[k].id for k in todo}
-        in_file = {r.id for r in unique.values()}
-        stale = [
-            k for k, doc in stored.items() if k not in unique and (doc in changed or (prune and doc not in in_file))
-        ]
-        backend = collection_backend(coll)
-        added = _add(coll, [(k, unique[k]) for k in todo], backend, batch_size, progress)
-        for i in range(0, len(stale), PAGE_SIZE):  # after the new versions are in: a reader never sees a gap
-            coll.delete(ids=stale[i : i + PAGE_SIZE])
-    stored_docs = set(stored.values())
-    return IngestReport(
-        collection=collection,
-        records=len(records),
-        added=added,
-        skipped=len(unique) - len(todo) + (len(records) - len(unique)),
-        seconds=round(time.perf_counter() - start, 3),
-        updated=sum(unique[k].id in stored_docs for k in todo),
-        removed=len(stale),
-        backend=backend,
-    )
-
-
-def _add(coll: Any, items: list[tuple[str, CorpusRecord]], backend: Backend, batch_size: int, progress: bool) -> int:
-    """Embed with the collection's own backend (an existing collection keeps the one it was built with) and store."""
+    writer = open_writer(collection, usable(settings.embeddings), settings)
+    tally = {"added": 0, "skipped": 0, "updated": 0, "removed": 0}
     bar = None
-    if progress and items:
+    if progress:
         from tqdm import tqdm
 
-        bar = tqdm(total=len(items), unit="passage", desc=f"ingest → {coll.name} ({backend})")
-    added = 0
+        bar = tqdm(total=total, unit="passage", desc=f"ingest → {collection} ({writer.backend})")
     try:
-        for i in range(0, len(items), batch_size):
-            batch = items[i : i + batch_size]
-            coll.add(
-                ids=[k for k, _ in batch],
-                documents=[r.text for _, r in batch],
-                embeddings=list(embed([titled_text(r.title, r.text) for _, r in batch], backend=backend)),
-                metadatas=[{"doc_id": r.id, "title": r.title, "source": r.source} for _, r in batch],
-            )
-            added += len(batch)
-            if bar:
-                bar.update(len(batch))
+        with writer.locked(), tempfile.TemporaryDirectory() as scratch:
+            seen = _IdSet(Path(scratch) / "ids.sqlite") if prune else None
+            batches = _batches(records(path), batch_size)
+            given = vector_batches(Path(vectors), batch_size) if vectors else None
+            for number, batch in enumerate(batches):
+                supplied = _match(next(given, None), batch, Path(vectors)) if given else None
+                if supplied is not None and check_vectors and number == 0:
+                    _check_vectors(batch, supplied, writer.backend)
+                _sync(writer, batch, supplied, tally)
+                if seen:
+                    seen.add([r.id for r in batch])
+                if bar:
+                    bar.update(len(batch))
+            if given and next(given, None) is not None:
+                raise IngestError(f"{vectors} holds more rows than {path}: the files must list the same passages")
+            if seen:
+                tally["removed"] += _prune(writer, seen)
+            writer.finish()
     finally:
         if bar:
             bar.close()
-    return added
+    return IngestReport(
+        collection=collection, records=total, seconds=round(time.perf_counter() - start, 3), backend=writer.backend,
+        **tally,
+    )  # fmt: skip
+
+
+def _batches(items: Iterator[CorpusRecord], size: int) -> Iterator[list[CorpusRecord]]:
+    batch: list[CorpusRecord] = []
+    for item in items:
+        batch.append(item)
+        if len(batch) == size:
+            yield batch
+            batch = []
+    if batch:
+        yield batch
+
+
+def _match(given: tuple[list[str], np.ndarray] | None, batch: list[CorpusRecord], source: Path) -> np.ndarray:
+    ids = [r.id for r in batch]
+    if given is None or given[0] != ids:
+        got = "no more rows" if given is None else f"ids {given[0][:2]}…"
+        raise IngestError(
+            f"{source} does not line up with the corpus at passage '{ids[0]}' ({got}): the Parquet file must list the "
+            "corpus's passages in the same order"
+        )
+    return given[1]
+
+
+def _check_vectors(batch: list[CorpusRecord], vectors: np.ndarray, backend: Backend, sample: int = 8) -> None:
+    ours = embed([titled_text(r.title, r.text) for r in batch[:sample]], backend=backend)
+    agreement = float(np.mean(np.sum(ours * vectors[:sample], axis=1)))
+    if agreement < VECTOR_CHECK:
+        raise IngestError(
+            f"the precomputed vectors do not match all-MiniLM-L6-v2 on the titled text ('title | text'): mean cosine "
+            f"{agreement:.2f} against ours over the first {len(ours)} passages (need ≥ {VECTOR_CHECK})"
+        )
+
+
+def _sync(writer: Writer, batch: list[CorpusRecord], supplied: np.ndarray | None, tally: dict[str, int]) -> None:
+    """Store the batch's new passages, then remove the older versions of their ids (a reader never sees a gap)."""
+    unique = {content_id(r.title, r.text): i for i, r in enumerate(batch)}  # duplicates within the batch collapse
+    stored = writer.existing(list(unique))
+    todo = [(key, i) for key, i in unique.items() if key not in stored]
+    tally["skipped"] += len(batch) - len(todo)
+    if not todo:
+        return
+    new = [batch[i] for _, i in todo]
+    vectors = (
+        supplied[[i for _, i in todo]]
+        if supplied is not None
+        else embed([titled_text(r.title, r.text) for r in new], backend=writer.backend)
+    )
+    older = [(key, doc) for key, doc in writer.versions([r.id for r in new]) if key not in unique]
+    writer.add([Row(key, r.id, r.title, r.text, r.source, vector) for (key, _), r, vector in zip(todo, new, vectors)])
+    writer.delete([key for key, _ in older])
+    tally["added"] += len(todo)
+    tally["updated"] += len({doc for _, doc in older})
+    tally["removed"] += len(older)
+
+
+class _IdSet:
+    """The corpus's document ids on disk, for ``prune`` without holding them in memory; and the keys to remove."""
+
+    def __init__(self, path: Path):
+        self.db = sqlite3.connect(path)
+        self.db.execute("CREATE TABLE ids (id TEXT PRIMARY KEY) WITHOUT ROWID")
+        self.db.execute("CREATE TABLE gone (key TEXT PRIMARY KEY) WITHOUT ROWID")
+
+    def add(self, ids: list[str]) -> None:
+        with self.db:
+            self.db.executemany("INSERT OR IGNORE INTO ids VALUES (?)", [(i,) for i in ids])
+
+    def missing(self, ids: list[str]) -> set[str]:
+        marks = ",".join("?" * len(ids))
+        present = {r[0] for r in self.db.execute(f"SELECT id FROM ids WHERE id IN ({marks})", ids)}
+        return set(ids) - present
+
+    def mark_gone(self, keys: list[str]) -> None:
+        with self.db:
+            self.db.executemany("INSERT OR IGNORE INTO gone VALUES (?)", [(k,) for k in keys])
+
+    def gone(self, page_size: int) -> Iterator[list[str]]:
+        after = ""
+        while page := [r[0] for r in self.db.execute(
+            "SELECT key FROM gone WHERE key > ? ORDER BY key LIMIT ?", (after, page_size)
+        )]:  # fmt: skip
+            yield page
+            after = page[-1]
+
+
+def _prune(writer: Writer, seen: _IdSet, page_size: int = 5000) -> int:
+    """Remove stored passages whose document id is not in the file (found first, then removed: no paging under
+    deletion)."""
+    for page in writer.stored(page_size):
+        absent = seen.missing(sorted({doc for _, doc in page}))
+        seen.mark_gone([key for key, doc in page if doc in absent])
+    removed = 0
+    for keys in seen.gone(page_size):
+        writer.delete(keys)
+        removed += len(keys)
+    return removed

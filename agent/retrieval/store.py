@@ -1,103 +1,74 @@
-"""The passage store: Chroma (embedded ``PersistentClient`` or ``HttpClient``) with our embedding function."""
+"""What every passage store offers the retrieval pipeline, the methods and ingest: ``ChromaStore`` (embedded or a
+Chroma server, ``chroma_store``) and ``PostgresStore`` (pgvector and full-text search, ``postgres_store``).
+
+A store answers one query at a time from its indexes — dense, sparse, by id, nearest stored neighbours — and never
+holds its collection in memory, so the same code serves six passages or twenty million.
+"""
 
 from __future__ import annotations
 
 import hashlib
-import threading
-import time
+import re
+from abc import ABC, abstractmethod
 from collections.abc import Iterator
-from functools import lru_cache
-from pathlib import Path
-from typing import TYPE_CHECKING, Any
-from urllib.parse import urlparse
+from contextlib import AbstractContextManager
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 
-from agent.errors import CollectionError
-from agent.retrieval.embeddings import EMBEDDING_DIM, collection_backend, embed
-from agent.schemas import Passage
-from agent.settings import Settings, get_settings
+from agent.retrieval.embeddings import Backend, embed
 
 if TYPE_CHECKING:
-    from chromadb.api import ClientAPI
-    from chromadb.api.models.Collection import Collection
+    from agent.schemas import Passage
 
-PAGE_SIZE = 5000  # rows per Chroma get(): large collections are read in pages
+COLLECTION_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]{2,62}$")  # Chroma's rule, and a safe SQL table suffix
+
+
+def check_name(name: str) -> str:
+    """``name`` if a collection may be called so; else an ``IngestError`` saying why."""
+    if not COLLECTION_NAME.match(name):
+        from agent.errors import IngestError
+
+        raise IngestError(
+            f"collection name '{name}' is not usable: it needs at least 3 characters, at most 63, of letters, digits, "
+            "'_' or '-', starting with a letter or digit"
+        )
+    return name
 
 
 def content_id(title: str, text: str) -> str:
-    """Chroma id of a passage: a hash of its content, so re-ingesting unchanged text is a no-op."""
+    """A passage's storage key: a hash of its content, so re-ingesting unchanged text is a no-op."""
     return hashlib.sha256(f"{title}\n{text}".encode()).hexdigest()[:32]
 
 
-_client_lock = threading.Lock()
+@dataclass(frozen=True)
+class Row:
+    """One passage as stored: its content key, the corpus's document id, text and unit vector."""
+
+    key: str
+    doc_id: str
+    title: str
+    text: str
+    source: str
+    vector: np.ndarray
 
 
-def _client(path: str | None, url: str | None) -> ClientAPI:
-    """One client per store, created once even when the first requests arrive together (Chroma's setup races)."""
-    with _client_lock:
-        return _new_client(path, url)
+Neighbours = dict[str, list[tuple["Passage", float]]]  # passage id → (neighbour, cosine similarity), nearest first
 
 
-@lru_cache(maxsize=8)
-def _new_client(path: str | None, url: str | None) -> ClientAPI:
-    import chromadb
-    from chromadb.config import Settings as ChromaSettings
+class Store(ABC):
+    """Search and read one collection; passages come back as ``Passage`` (``id`` is the corpus's document id) with
+    the score of the search that found them. Queries are embedded with the backend that embedded the collection."""
 
-    chroma_settings = ChromaSettings(anonymized_telemetry=False)
-    if url:
-        parsed = urlparse(url)
-        try:
-            return chromadb.HttpClient(
-                host=parsed.hostname or "localhost",
-                port=parsed.port or (443 if parsed.scheme == "https" else 8000),
-                ssl=parsed.scheme == "https",
-                settings=chroma_settings,
-            )
-        except ValueError as exc:  # chromadb's "Could not connect to a Chroma server"
-            raise CollectionError(
-                f"cannot reach the Chroma server at {url} (AMBIGQA_CHROMA_URL): start it (e.g. `chroma run --path DIR "
-                f"--port {parsed.port or 8000}`) or unset AMBIGQA_CHROMA_URL to use the embedded store"
-            ) from exc
-    return chromadb.PersistentClient(path=path, settings=chroma_settings)
+    name: str
+    backend: Backend
 
+    @abstractmethod
+    def count(self) -> int: ...
 
-_registrations: dict[str, tuple[float, str | None]] = {}
-
-
-def get_client(settings: Settings | None = None) -> ClientAPI:
-    """The Chroma client for the configured store: ``AMBIGQA_CHROMA_URL``, else the Chroma server a running ``serve``
-    registered for the store's folder (``store_server``), else the embedded store itself."""
-    settings = settings or get_settings()
-    if settings.chroma_url:
-        return _client(None, settings.chroma_url)
-    settings.chroma_path.mkdir(parents=True, exist_ok=True)
-    url = _registered(settings.chroma_path)
-    return _client(None, url) if url else _client(str(settings.chroma_path), None)
-
-
-def _registered(path: Path, ttl: float = 5.0) -> str | None:
-    from agent.retrieval.store_server import SERVER_FILE, registered_url
-
-    key = str(path)
-    checked, url = _registrations.get(key, (0.0, None))
-    if time.monotonic() - checked > ttl:
-        url = registered_url(path) if (path / SERVER_FILE).exists() else None
-        _registrations[key] = (time.monotonic(), url)
-    return url
-
-
-class Store:
-    """Search and read one collection; passages come back as ``Passage`` with cosine similarity scores. Queries are
-    embedded with the backend that embedded the collection."""
-
-    def __init__(self, collection: Collection):
-        self.collection = collection
-        self.name = collection.name
-        self.backend = collection_backend(collection)
-
-    def count(self) -> int:
-        return self.collection.count()
+    def empty(self) -> bool:
+        return self.count() == 0
 
     def embed(self, texts: list[str]) -> np.ndarray:
         """``texts`` embedded like this collection's passages (its recorded backend), to compare with them."""
@@ -107,43 +78,60 @@ class Store:
         return self.search_many([query], k)[0]
 
     def search_many(self, queries: list[str], k: int) -> list[list[Passage]]:
-        """Top-k per query, with one batched embedding call for all queries."""
+        """Dense top-k per query (cosine similarity), with one batched embedding call for all queries."""
         if not queries:
             return []
-        k = max(1, min(k, self.count()))
-        result = self.collection.query(
-            query_embeddings=list(self.embed(queries)),
-            n_results=k,
-            include=["documents", "metadatas", "distances"],
-        )
-        return [
-            [
-                Passage(id=m["doc_id"], title=m.get("title", ""), text=doc, score=round(1.0 - dist, 6))
-                for doc, m, dist in zip(docs, metas, dists)
-            ]
-            for docs, metas, dists in zip(result["documents"], result["metadatas"], result["distances"])
-        ]
+        return self.nearest(self.embed(queries), k)
 
+    @abstractmethod
+    def nearest(self, vectors: np.ndarray, k: int) -> list[list[Passage]]:
+        """Dense top-k per query vector."""
+
+    @abstractmethod
+    def sparse_many(self, queries: list[str], k: int) -> list[list[Passage]]:
+        """Lexical top-k per query (BM25-style scores, higher is better; passages sharing no term are left out)."""
+
+    @abstractmethod
     def embeddings(self, passages: list[Passage]) -> np.ndarray:
         """Stored embeddings of these passages (never re-embedded), row i for passage i."""
-        if not passages:
-            return np.zeros((0, EMBEDDING_DIM), dtype=np.float32)
-        keys = [content_id(p.title, p.text) for p in passages]
-        got = self.collection.get(ids=keys, include=["embeddings"])
-        by_key = dict(zip(got["ids"], got["embeddings"]))
-        missing = [p.id for p, key in zip(passages, keys) if key not in by_key]
-        if missing:
-            raise CollectionError(f"passages {missing[:3]} are not in collection '{self.name}'")
-        return np.asarray([by_key[key] for key in keys], dtype=np.float32)
 
-    def pages(self, include: list[str]) -> Iterator[dict[str, Any]]:
-        """Every stored row, ``PAGE_SIZE`` at a time (Chroma's ``get`` result per page)."""
-        for offset in range(0, self.count(), PAGE_SIZE):
-            yield self.collection.get(include=include, limit=PAGE_SIZE, offset=offset)
+    @abstractmethod
+    def passages(self, ids: list[str]) -> list[Passage]:
+        """The stored passages with these document ids, in the order given; unknown ids are left out."""
 
-    def all_passages(self) -> list[Passage]:
-        return [
-            Passage(id=m["doc_id"], title=m.get("title", ""), text=doc)
-            for page in self.pages(["documents", "metadatas"])
-            for doc, m in zip(page["documents"], page["metadatas"])
-        ]
+    @abstractmethod
+    def neighbours(self, passages: list[Passage], k: int) -> Neighbours:
+        """Each passage's ``k`` nearest stored passages by its stored vector (SUNAR's graph G, read on demand)."""
+
+
+class Writer(ABC):
+    """The write side of a collection, as ingest uses it: batches in, nothing proportional to the corpus in memory."""
+
+    name: str
+    backend: Backend
+
+    @abstractmethod
+    def locked(self) -> AbstractContextManager[None]:
+        """Held for a whole ingest: one writer per collection at a time."""
+
+    @abstractmethod
+    def existing(self, keys: list[str]) -> set[str]:
+        """Which of these content keys are stored."""
+
+    @abstractmethod
+    def versions(self, doc_ids: list[str]) -> list[tuple[str, str]]:
+        """(key, doc_id) of every stored passage with one of these document ids."""
+
+    @abstractmethod
+    def add(self, rows: list[Row]) -> None: ...
+
+    @abstractmethod
+    def delete(self, keys: list[str]) -> None: ...
+
+    @abstractmethod
+    def stored(self, page_size: int) -> Iterator[list[tuple[str, str]]]:
+        """(key, doc_id) of every stored passage, one page at a time."""
+
+    @abstractmethod
+    def finish(self) -> None:
+        """After a load: build what is built once (indexes), repair what a killed run left behind."""

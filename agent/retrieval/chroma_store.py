@@ -1,0 +1,244 @@
+"""The embedded default store: Chroma (``PersistentClient``, or ``HttpClient`` for a Chroma server) with our embedding
+function for dense search, and an FTS5 file beside it for the sparse side (``sparse_index``)."""
+
+from __future__ import annotations
+
+import hashlib
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from functools import lru_cache
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+from urllib.parse import urlparse
+
+import numpy as np
+
+from agent.errors import CollectionError
+from agent.retrieval.embeddings import EMBEDDING_DIM, collection_backend
+from agent.retrieval.sparse_index import SparseIndex
+from agent.retrieval.store import Neighbours, Row, Store, Writer, content_id
+from agent.schemas import Passage
+from agent.settings import Settings, get_settings
+
+if TYPE_CHECKING:
+    from chromadb.api import ClientAPI
+    from chromadb.api.models.Collection import Collection
+
+PAGE_SIZE = 5000  # rows per Chroma get(): large collections are read in pages
+
+_client_lock = threading.Lock()
+
+
+def _client(path: str | None, url: str | None) -> ClientAPI:
+    """One client per store, created once even when the first requests arrive together (Chroma's setup races)."""
+    with _client_lock:
+        return _new_client(path, url)
+
+
+@lru_cache(maxsize=8)
+def _new_client(path: str | None, url: str | None) -> ClientAPI:
+    import chromadb
+    from chromadb.config import Settings as ChromaSettings
+
+    chroma_settings = ChromaSettings(anonymized_telemetry=False)
+    if url:
+        parsed = urlparse(url)
+        try:
+            return chromadb.HttpClient(
+                host=parsed.hostname or "localhost",
+                port=parsed.port or (443 if parsed.scheme == "https" else 8000),
+                ssl=parsed.scheme == "https",
+                settings=chroma_settings,
+            )
+        except ValueError as exc:  # chromadb's "Could not connect to a Chroma server"
+            raise CollectionError(
+                f"cannot reach the Chroma server at {url} (AMBIGQA_CHROMA_URL): start it (e.g. `chroma run --path DIR "
+                f"--port {parsed.port or 8000}`) or unset AMBIGQA_CHROMA_URL to use the embedded store"
+            ) from exc
+    return chromadb.PersistentClient(path=path, settings=chroma_settings)
+
+
+_registrations: dict[str, tuple[float, str | None]] = {}
+
+
+def get_client(settings: Settings | None = None) -> ClientAPI:
+    """The Chroma client for the configured store: ``AMBIGQA_CHROMA_URL``, else the Chroma server a running ``serve``
+    registered for the store's folder (``store_server``), else the embedded store itself."""
+    settings = settings or get_settings()
+    if settings.chroma_url:
+        return _client(None, settings.chroma_url)
+    settings.chroma_path.mkdir(parents=True, exist_ok=True)
+    url = _registered(settings.chroma_path)
+    return _client(None, url) if url else _client(str(settings.chroma_path), None)
+
+
+def _registered(path: Path, ttl: float = 5.0) -> str | None:
+    from agent.retrieval.store_server import SERVER_FILE, registered_url
+
+    key = str(path)
+    checked, url = _registrations.get(key, (0.0, None))
+    if time.monotonic() - checked > ttl:
+        url = registered_url(path) if (path / SERVER_FILE).exists() else None
+        _registrations[key] = (time.monotonic(), url)
+    return url
+
+
+def sparse_path(name: str, settings: Settings) -> Path:
+    """The FTS5 file of collection ``name``: beside the embedded store, or per Chroma server URL."""
+    if settings.chroma_url:
+        server = hashlib.sha256(settings.chroma_url.encode()).hexdigest()[:12]
+        return settings.home / "sparse" / server / f"{name}.sqlite"
+    return settings.chroma_path.parent / "sparse" / f"{name}.sqlite"
+
+
+_sparse: dict[Path, SparseIndex] = {}
+_sparse_lock = threading.Lock()
+
+
+class ChromaStore(Store, Writer):
+    def __init__(self, collection: Collection, settings: Settings | None = None):
+        self.collection = collection
+        self.name = collection.name
+        self.backend = collection_backend(collection)
+        settings = settings or get_settings()
+        self._sparse_path = sparse_path(self.name, settings)
+        self._home = settings.home
+
+    def count(self) -> int:
+        return self.collection.count()
+
+    def nearest(self, vectors: np.ndarray, k: int) -> list[list[Passage]]:
+        k = max(1, min(k, self.count()))
+        result = self.collection.query(
+            query_embeddings=list(vectors), n_results=k, include=["documents", "metadatas", "distances"]
+        )
+        return [
+            [_passage(doc, m, round(1.0 - dist, 6)) for doc, m, dist in zip(docs, metas, dists)]
+            for docs, metas, dists in zip(result["documents"], result["metadatas"], result["distances"])
+        ]
+
+    def sparse_many(self, queries: list[str], k: int) -> list[list[Passage]]:
+        index = self.sparse_index()
+        return [index.search(q, k) for q in queries]
+
+    def sparse_index(self) -> SparseIndex:
+        """The FTS5 index; built from the collection on first use when it is empty and the collection is not (a store
+        from before the index). A count that disagrees otherwise is repaired by the next ingest (``finish``), which
+        holds the collection's ingest lock: a reader never rebuilds under a running ingest."""
+        with _sparse_lock:
+            index = _sparse.get(self._sparse_path)
+            if index is None:
+                index = SparseIndex(self._sparse_path)
+                if index.count() == 0 and self.count() > 0:
+                    index.rebuild(self._sparse_pages())
+                _sparse[self._sparse_path] = index
+            return index
+
+    def _sparse_pages(self) -> Iterator[list[tuple[str, str, str, str]]]:
+        for page in self._pages(["documents", "metadatas"]):
+            yield [
+                (key, str(m.get("doc_id", "")), m.get("title", ""), doc)
+                for key, doc, m in zip(page["ids"], page["documents"], page["metadatas"])
+            ]
+
+    def embeddings(self, passages: list[Passage]) -> np.ndarray:
+        if not passages:
+            return np.zeros((0, EMBEDDING_DIM), dtype=np.float32)
+        keys = [content_id(p.title, p.text) for p in passages]
+        got = self.collection.get(ids=keys, include=["embeddings"])
+        by_key = dict(zip(got["ids"], got["embeddings"]))
+        missing = [p.id for p, key in zip(passages, keys) if key not in by_key]
+        if missing:
+            raise CollectionError(f"passages {missing[:3]} are not in collection '{self.name}'")
+        return np.asarray([by_key[key] for key in keys], dtype=np.float32)
+
+    def passages(self, ids: list[str]) -> list[Passage]:
+        if not ids:
+            return []
+        got = self.collection.get(where={"doc_id": {"$in": list(ids)}}, include=["documents", "metadatas"])
+        found = {m["doc_id"]: _passage(doc, m) for doc, m in zip(got["documents"], got["metadatas"])}
+        return [found[i] for i in ids if i in found]
+
+    def neighbours(self, passages: list[Passage], k: int) -> Neighbours:
+        if not passages:
+            return {}
+        result = self.collection.query(
+            query_embeddings=list(self.embeddings(passages)),
+            n_results=max(1, min(k + 1, self.count())),
+            include=["documents", "metadatas", "distances"],
+        )
+        return {
+            p.id: [
+                (_passage(doc, m), round(1.0 - dist, 6))
+                for doc, m, dist in zip(docs, metas, dists)
+                if m["doc_id"] != p.id
+            ][:k]
+            for p, docs, metas, dists in zip(passages, result["documents"], result["metadatas"], result["distances"])
+        }
+
+    def _pages(self, include: list[str]) -> Iterator[dict[str, Any]]:
+        offset = 0
+        while True:
+            page = self.collection.get(include=include, limit=PAGE_SIZE, offset=offset)
+            if page["ids"]:
+                yield page
+            if len(page["ids"]) < PAGE_SIZE:
+                return
+            offset += PAGE_SIZE
+
+    # the write side (ingest)
+
+    @contextmanager
+    def locked(self) -> Iterator[None]:
+        """An exclusive lock per collection across this machine's processes (``fcntl``; none where it is missing)."""
+        try:
+            import fcntl
+        except ImportError:  # pragma: no cover - not POSIX
+            yield
+            return
+        folder = self._home / "locks"
+        folder.mkdir(parents=True, exist_ok=True)
+        with (folder / f"ingest-{self.name}.lock").open("w") as handle:
+            fcntl.flock(handle, fcntl.LOCK_EX)
+            try:
+                yield
+            finally:
+                fcntl.flock(handle, fcntl.LOCK_UN)
+
+    def existing(self, keys: list[str]) -> set[str]:
+        return set(self.collection.get(ids=keys, include=[])["ids"]) if keys else set()
+
+    def versions(self, doc_ids: list[str]) -> list[tuple[str, str]]:
+        if not doc_ids:
+            return []
+        got = self.collection.get(where={"doc_id": {"$in": list(doc_ids)}}, include=["metadatas"])
+        return [(key, str(m["doc_id"])) for key, m in zip(got["ids"], got["metadatas"])]
+
+    def add(self, rows: list[Row]) -> None:
+        self.collection.add(
+            ids=[r.key for r in rows],
+            documents=[r.text for r in rows],
+            embeddings=[r.vector for r in rows],
+            metadatas=[{"doc_id": r.doc_id, "title": r.title, "source": r.source} for r in rows],
+        )
+        self.sparse_index().add((r.key, r.doc_id, r.title, r.text) for r in rows)
+
+    def delete(self, keys: list[str]) -> None:
+        for i in range(0, len(keys), PAGE_SIZE):
+            self.collection.delete(ids=keys[i : i + PAGE_SIZE])
+        self.sparse_index().delete(keys)
+
+    def stored(self, page_size: int = PAGE_SIZE) -> Iterator[list[tuple[str, str]]]:
+        for page in self._pages(["metadatas"]):
+            yield [(key, str((m or {}).get("doc_id", ""))) for key, m in zip(page["ids"], page["metadatas"])]
+
+    def finish(self) -> None:
+        index = self.sparse_index()
+        if index.count() != self.count():  # a run killed between Chroma's write and the index's
+            index.rebuild(self._sparse_pages())
+
+
+def _passage(doc: str, meta: dict[str, Any], score: float | None = None) -> Passage:
+    return Passage(id=str(meta["doc_id"]), title=meta.get("title", ""), text=doc, score=score)

@@ -1,0 +1,316 @@
+"""The PostgreSQL store (``AMBIGQA_DATABASE_URL``): one table per collection, dense search through a pgvector HNSW
+index, sparse search through PostgreSQL full-text search (a stored ``tsvector`` under a GIN index, ``english``
+configuration, ranked by ``ts_rank`` with length normalisation), neighbours through the same HNSW index.
+
+Everything is answered inside the database: a query returns its top k rows, never the collection. Connections come
+from one ``psycopg_pool`` pool per URL; a database that is down is a ``StoreError`` naming its host and port (never the
+password), and the pool reconnects when it returns. psycopg with pgvector's adapter, rather than langchain-postgres'
+vector store: we need the stored vectors themselves (``rank_pool``, neighbours), COPY for bulk loads and our own keys,
+which that store's ``Document`` interface does not expose.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import TYPE_CHECKING, Any, TypeVar
+
+import numpy as np
+
+from agent.errors import CollectionError, StoreError
+from agent.retrieval.embeddings import EMBEDDING_DIM, Backend
+from agent.retrieval.store import Neighbours, Row, Store, Writer
+from agent.retrieval.terms import query_terms
+from agent.schemas import Passage
+
+if TYPE_CHECKING:
+    from psycopg import Connection
+    from psycopg_pool import ConnectionPool
+
+T = TypeVar("T")
+REGISTRY = "ambigqa_collections"
+EF_SEARCH = 100  # HNSW candidates per query: recall@10 ≥ 0.95 against exact search (docs/retrieval.md)
+_pools: dict[str, ConnectionPool] = {}
+_pools_lock = threading.Lock()
+
+
+def where(url: str) -> str:
+    """``host:port/dbname`` of a database URL, to name it in errors without its password."""
+    from psycopg.conninfo import conninfo_to_dict
+
+    try:
+        parts = conninfo_to_dict(url)
+    except Exception:
+        return "an unparsable AMBIGQA_DATABASE_URL"
+    return f"{parts.get('host') or 'localhost'}:{parts.get('port') or 5432}/{parts.get('dbname') or ''}"
+
+
+def _configure(connection: Connection) -> None:
+    from pgvector.psycopg import register_vector
+
+    connection.execute("CREATE EXTENSION IF NOT EXISTS vector")
+    connection.commit()
+    register_vector(connection)
+    connection.execute(f"SET hnsw.ef_search = {EF_SEARCH}")
+    connection.commit()
+
+
+def pool(url: str, timeout: float = 10.0) -> ConnectionPool:
+    """The connection pool for ``url``, opened once per process."""
+    with _pools_lock:
+        if url not in _pools:
+            try:
+                from psycopg_pool import ConnectionPool
+            except ImportError:
+                raise StoreError(
+                    "a PostgreSQL store needs the package 'psycopg[pool]': pip install 'psycopg[pool]'"
+                ) from None
+            _pools[url] = ConnectionPool(
+                url, min_size=1, max_size=16, open=True, timeout=timeout, configure=_configure,
+                check=ConnectionPool.check_connection, reconnect_timeout=30, name=where(url),
+            )  # fmt: skip
+        return _pools[url]
+
+
+def run(url: str, work: Callable[[Connection], T]) -> T:
+    """``work`` on a pooled connection, in a transaction; connection failures become one ``StoreError``, after one
+    retry on a fresh connection (the server may have restarted since the pool connected)."""
+    import psycopg
+    from psycopg_pool import PoolTimeout
+
+    for attempt in range(2):
+        try:
+            with pool(url).connection() as connection:
+                return work(connection)
+        except (psycopg.OperationalError, PoolTimeout) as exc:
+            if attempt == 1 or isinstance(exc, PoolTimeout):
+                reason = str(exc).strip().splitlines()[-1] if str(exc).strip() else type(exc).__name__
+                if isinstance(exc, PoolTimeout):
+                    reason = "no connection within the timeout"
+                raise StoreError(
+                    f"cannot reach PostgreSQL at {where(url)} (AMBIGQA_DATABASE_URL): {_redact(reason, url)}"
+                ) from None
+    raise AssertionError("unreachable")
+
+
+def _redact(text: str, url: str) -> str:
+    from psycopg.conninfo import conninfo_to_dict
+
+    password = conninfo_to_dict(url).get("password")
+    return text.replace(password, "***") if password else text
+
+
+def _table(name: str) -> Any:
+    from psycopg import sql
+
+    return sql.Identifier(f"ambigqa_{name}")
+
+
+def _index(name: str, kind: str) -> Any:
+    from psycopg import sql
+
+    return sql.Identifier(f"ambigqa_{name}_{kind}")
+
+
+def _sql(template: str, name: str) -> Any:
+    """``template`` with ``{table}`` and ``{dense}``/``{sparse}``/``{doc}`` index names for collection ``name``."""
+    from psycopg import sql
+
+    return sql.SQL(template).format(
+        table=_table(name), dense=_index(name, "hnsw"), sparse=_index(name, "tsv"), doc=_index(name, "doc")
+    )
+
+
+def collections(url: str) -> list[str]:
+    def read(c: Connection) -> list[str]:
+        _registry(c)
+        return [r[0] for r in c.execute(f"SELECT name FROM {REGISTRY} ORDER BY name")]
+
+    return run(url, read)
+
+
+def _registry(c: Connection) -> None:
+    c.execute(
+        f"CREATE TABLE IF NOT EXISTS {REGISTRY} (name text PRIMARY KEY, backend text NOT NULL, "
+        "dim int NOT NULL, created timestamptz NOT NULL DEFAULT now())"
+    )
+
+
+class PostgresStore(Store, Writer):
+    def __init__(self, url: str, name: str, backend: Backend):
+        self.url, self.name, self.backend = url, name, backend
+
+    @classmethod
+    def open(cls, url: str, name: str) -> PostgresStore:
+        def read(c: Connection) -> Any:
+            _registry(c)
+            return c.execute(f"SELECT backend FROM {REGISTRY} WHERE name = %s", (name,)).fetchone()
+
+        found = run(url, read)
+        if found is None:
+            raise CollectionError(
+                f"collection '{name}' does not exist on {where(url)}: run `ambigqa ingest CORPUS.jsonl --collection "
+                f"{name}` first"
+            )
+        return cls(url, name, found[0])
+
+    @classmethod
+    def create(cls, url: str, name: str, backend: Backend) -> PostgresStore:
+        """Open ``name``, creating its table (and recording ``backend``) when it is new."""
+
+        def make(c: Connection) -> str:
+            _registry(c)
+            c.execute(f"INSERT INTO {REGISTRY} (name, backend, dim) VALUES (%s, %s, %s) ON CONFLICT DO NOTHING",
+                      (name, backend, EMBEDDING_DIM))  # fmt: skip
+            c.execute(_sql(
+                "CREATE TABLE IF NOT EXISTS {table} (key text PRIMARY KEY, doc_id text NOT NULL, title text NOT NULL, "
+                f"text text NOT NULL, source text NOT NULL DEFAULT '', embedding vector({EMBEDDING_DIM}) NOT NULL, "
+                "tsv tsvector GENERATED ALWAYS AS (to_tsvector('english', title || ' ' || text)) STORED)", name,
+            ))  # fmt: skip
+            c.execute(_sql("CREATE INDEX IF NOT EXISTS {doc} ON {table} (doc_id)", name))
+            return c.execute(f"SELECT backend FROM {REGISTRY} WHERE name = %s", (name,)).fetchone()[0]
+
+        return cls(url, name, run(url, make))
+
+    def _query(self, template: str, params: Any = None) -> list[tuple]:
+        return run(self.url, lambda c: c.execute(_sql(template, self.name), params).fetchall())
+
+    def count(self) -> int:
+        return int(self._query("SELECT count(*) FROM {table}")[0][0])
+
+    def empty(self) -> bool:
+        return not self._query("SELECT EXISTS (SELECT 1 FROM {table})")[0][0]
+
+    def nearest(self, vectors: np.ndarray, k: int) -> list[list[Passage]]:
+        query = _sql(
+            "SELECT doc_id, title, text, 1 - (embedding <=> %(v)s) FROM {table} ORDER BY embedding <=> %(v)s "
+            "LIMIT %(k)s", self.name,
+        )  # fmt: skip
+
+        def read(c: Connection) -> list[list[Passage]]:
+            return [_passages(c.execute(query, {"v": v, "k": k}).fetchall()) for v in np.asarray(vectors)]
+
+        return run(self.url, read)
+
+    def sparse_many(self, queries: list[str], k: int) -> list[list[Passage]]:
+        query = _sql(
+            "SELECT doc_id, title, text, ts_rank(tsv, q, 1) AS rank FROM {table}, to_tsquery('english', %(q)s) q "
+            "WHERE tsv @@ q ORDER BY rank DESC LIMIT %(k)s", self.name,
+        )  # fmt: skip
+
+        def read(c: Connection) -> list[list[Passage]]:
+            found = []
+            for text in queries:
+                terms = query_terms(text)
+                found.append(_passages(c.execute(query, {"q": " | ".join(terms), "k": k}).fetchall()) if terms else [])
+            return found
+
+        return run(self.url, read)
+
+    def embeddings(self, passages: list[Passage]) -> np.ndarray:
+        if not passages:
+            return np.zeros((0, EMBEDDING_DIM), dtype=np.float32)
+        from agent.retrieval.store import content_id
+
+        keys = [content_id(p.title, p.text) for p in passages]
+        by_key = dict(self._query("SELECT key, embedding FROM {table} WHERE key = ANY(%s)", (keys,)))
+        missing = [p.id for p, key in zip(passages, keys) if key not in by_key]
+        if missing:
+            raise CollectionError(f"passages {missing[:3]} are not in collection '{self.name}'")
+        return np.asarray([by_key[key] for key in keys], dtype=np.float32)
+
+    def passages(self, ids: list[str]) -> list[Passage]:
+        if not ids:
+            return []
+        rows = self._query("SELECT doc_id, title, text, NULL FROM {table} WHERE doc_id = ANY(%s)", (list(ids),))
+        found = {p.id: p for p in _passages(rows)}
+        return [found[i] for i in ids if i in found]
+
+    def neighbours(self, passages: list[Passage], k: int) -> Neighbours:
+        if not passages:
+            return {}
+        rows = self._query(
+            "SELECT s.doc_id, n.doc_id, n.title, n.text, n.similarity FROM {table} s CROSS JOIN LATERAL ("
+            "  SELECT o.doc_id, o.title, o.text, 1 - (o.embedding <=> s.embedding) AS similarity FROM {table} o"
+            "  WHERE o.doc_id <> s.doc_id ORDER BY o.embedding <=> s.embedding LIMIT %(k)s) n "
+            "WHERE s.doc_id = ANY(%(ids)s) ORDER BY s.doc_id, n.similarity DESC",
+            {"ids": [p.id for p in passages], "k": k},
+        )
+        found: Neighbours = {p.id: [] for p in passages}
+        for source, doc_id, title, text, similarity in rows:
+            found[source].append((Passage(id=doc_id, title=title, text=text), round(float(similarity), 6)))
+        return found
+
+    # the write side (ingest)
+
+    @contextmanager
+    def locked(self) -> Iterator[None]:
+        """One ingest per collection at a time, across machines: a session advisory lock held on its own connection."""
+        with pool(self.url).connection() as c:
+            c.execute("SELECT pg_advisory_lock(hashtext(%s))", (f"ambigqa-ingest-{self.name}",))
+            c.commit()
+            try:
+                yield
+            finally:
+                c.execute("SELECT pg_advisory_unlock(hashtext(%s))", (f"ambigqa-ingest-{self.name}",))
+                c.commit()
+
+    def existing(self, keys: list[str]) -> set[str]:
+        return {r[0] for r in self._query("SELECT key FROM {table} WHERE key = ANY(%s)", (keys,))} if keys else set()
+
+    def versions(self, doc_ids: list[str]) -> list[tuple[str, str]]:
+        if not doc_ids:
+            return []
+        return [(k, d) for k, d in self._query("SELECT key, doc_id FROM {table} WHERE doc_id = ANY(%s)", (doc_ids,))]
+
+    def add(self, rows: list[Row]) -> None:
+        """A COPY in binary format: the fastest way in (the generated ``tsvector`` is computed on the way)."""
+        copy = _sql("COPY {table} (key, doc_id, title, text, source, embedding) FROM STDIN (FORMAT BINARY)", self.name)
+
+        def write(c: Connection) -> None:
+            with c.cursor() as cursor, cursor.copy(copy) as target:
+                target.set_types(["text", "text", "text", "text", "text", "vector"])
+                for r in rows:
+                    target.write_row((r.key, r.doc_id, r.title, r.text, r.source, np.asarray(r.vector, np.float32)))
+
+        run(self.url, write)
+
+    def delete(self, keys: list[str]) -> None:
+        if keys:
+            run(self.url, lambda c: c.execute(_sql("DELETE FROM {table} WHERE key = ANY(%s)", self.name), (keys,)))
+
+    def stored(self, page_size: int = 5000) -> Iterator[list[tuple[str, str]]]:
+        after = ""
+        while True:
+            page = self._query(
+                "SELECT key, doc_id FROM {table} WHERE key > %s ORDER BY key LIMIT %s", (after, page_size)
+            )
+            if page:
+                yield [(k, d) for k, d in page]
+            if len(page) < page_size:
+                return
+            after = page[-1][0]
+
+    def finish(self) -> None:
+        """Build the HNSW and GIN indexes once the first load is in (a bulk build is much faster than growing them row
+        by row); later loads update them as they insert."""
+
+        def build(c: Connection) -> None:
+            c.execute("SET maintenance_work_mem = '2GB'")
+            c.execute(_sql("CREATE INDEX IF NOT EXISTS {sparse} ON {table} USING gin (tsv)", self.name))
+            c.execute(_sql("CREATE INDEX IF NOT EXISTS {dense} ON {table} USING hnsw (embedding vector_cosine_ops)",
+                           self.name))  # fmt: skip
+
+        run(self.url, build)
+
+    def drop(self) -> None:
+        def drop(c: Connection) -> None:
+            c.execute(_sql("DROP TABLE IF EXISTS {table}", self.name))
+            c.execute(f"DELETE FROM {REGISTRY} WHERE name = %s", (self.name,))
+
+        run(self.url, drop)
+
+
+def _passages(rows: list[tuple]) -> list[Passage]:
+    return [Passage(id=d, title=t, text=x, score=None if s is None else round(float(s), 6)) for d, t, x, s in rows]

@@ -1,0 +1,183 @@
+"""Both stores through one interface: the embedded Chroma store and a real PostgreSQL with pgvector on loopback.
+
+Every test runs on each store: ingest as a sync, dense, sparse and hybrid search, stored vectors, passages by id,
+neighbours from the index, precomputed vectors, and the retrieval pipeline and a method on top.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from agent.errors import CollectionError, IngestError, StoreError
+from agent.retrieval.collections import open_store
+from agent.retrieval.ingest import ingest
+from agent.retrieval.pipeline import RetrievalOptions, first_stage, search
+from agent.settings import get_settings
+from tests.conftest import PASSAGES, SHARED_DATA
+
+_names = itertools.count(1)
+
+
+@pytest.fixture(params=["chroma", "postgres"])
+def store_kind(request, home):
+    """Point the settings at one store for the test; back to the embedded default afterwards."""
+    if request.param == "postgres":
+        os.environ["AMBIGQA_DATABASE_URL"] = request.getfixturevalue("postgres_url")
+    get_settings.cache_clear()
+    yield request.param
+    os.environ.pop("AMBIGQA_DATABASE_URL", None)
+    get_settings.cache_clear()
+
+
+def _corpus(folder: Path, rows: list[dict]) -> Path:
+    path = folder / f"corpus-{next(_names)}.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    return path
+
+
+@pytest.fixture
+def tiny(store_kind, tmp_path) -> str:
+    name = f"tiny-{store_kind}-{next(_names)}"
+    ingest(_corpus(tmp_path, PASSAGES), name, progress=False)
+    return name
+
+
+def test_ingest_is_a_sync_on_each_store(store_kind, tmp_path):
+    name = f"sync-{next(_names)}"
+    first = ingest(_corpus(tmp_path, PASSAGES), name, progress=False, batch_size=4)
+    assert (first.added, first.skipped) == (6, 0)
+    again = ingest(_corpus(tmp_path, PASSAGES), name, progress=False, batch_size=4)
+    assert (again.added, again.skipped, again.removed) == (0, 6, 0)
+    edited = [dict(p, text=p["text"] + " (edited)") if p["id"] == "bread" else p for p in PASSAGES[1:]]
+    report = ingest(_corpus(tmp_path, edited), name, progress=False, prune=True, batch_size=2)
+    assert (report.added, report.updated, report.removed) == (1, 1, 2)  # bread replaced, hp-premiere pruned
+    store = open_store(name)
+    assert store.count() == 5
+    assert [p.text for p in store.passages(["bread"])] == [edited[-1]["text"]]
+    assert store.passages(["hp-premiere", "nope"]) == []
+
+
+def test_dense_sparse_and_hybrid_find_the_relevant_passage(tiny):
+    store = open_store(tiny)
+    for kind in ("dense", "bm25", "hybrid"):
+        ranked = first_stage(store, ["When was the Harry Potter film released in the United States?"], 3, kind)[0]
+        assert ranked[0].id in {"hp-us", "hp-premiere"}, kind
+        assert all(p.score is not None for p in ranked)
+    assert store.sparse_many(["stratovolcano Sicily"], 2)[0][0].id == "volcano"
+    assert store.sparse_many(["the of and"], 2) == [[]]  # stop words alone match nothing
+    top = search(store, "sourdough fermentation", 2, RetrievalOptions(first_stage="hybrid", reranker="cross-encoder"))
+    assert top[0].id == "bread"
+
+
+def test_stored_vectors_passages_and_neighbours_come_from_the_index(tiny):
+    store = open_store(tiny)
+    hits = store.search("Harry Potter film premiere", 3)
+    vectors = store.embeddings(hits)
+    assert vectors.shape == (3, 384)
+    assert np.allclose(vectors[0], store.embed([f"{hits[0].title} | {hits[0].text}"])[0], atol=0.02)
+    assert [p.id for p in store.passages(["cricket", "volcano"])] == ["cricket", "volcano"]
+    near = store.neighbours(store.passages(["hp-us"]), 2)
+    assert [p.id for p, _ in near["hp-us"]][0] == "hp-premiere"  # the same film's other passage, not itself
+    assert all(p.id != "hp-us" for p, _ in near["hp-us"]) and len(near["hp-us"]) == 2
+    similarities = [s for _, s in near["hp-us"]]
+    assert similarities == sorted(similarities, reverse=True)
+
+
+def test_a_missing_collection_is_the_same_clear_error_on_each_store(store_kind):
+    with pytest.raises(CollectionError, match="collection 'never-ingested' does not exist.*ambigqa ingest"):
+        open_store("never-ingested")
+
+
+def test_precomputed_vectors_load_without_embedding(store_kind, tmp_path):
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from agent.retrieval.embeddings import embed
+
+    rows = PASSAGES
+    vectors = embed([f"{r['title']} | {r['text']}" for r in rows])
+    path = tmp_path / "vectors.parquet"
+    pq.write_table(pa.table({"id": [r["id"] for r in rows], "vector": [list(map(float, v)) for v in vectors]}), path)
+    name = f"vectors-{next(_names)}"
+    report = ingest(_corpus(tmp_path, rows), name, vectors=path, progress=False, batch_size=4)
+    assert report.added == 6
+    assert open_store(name).search("active volcano in Sicily", 1)[0].id == "volcano"
+
+    shuffled = tmp_path / "shuffled.parquet"
+    pq.write_table(pa.table({"id": [r["id"] for r in rows[::-1]], "vector": [list(map(float, v)) for v in vectors]}),
+                   shuffled)  # fmt: skip
+    with pytest.raises(IngestError, match="does not line up with the corpus"):
+        ingest(_corpus(tmp_path, rows), f"vectors-{next(_names)}", vectors=shuffled, progress=False)
+    noise = tmp_path / "noise.parquet"
+    random = np.random.default_rng(0).normal(size=(len(rows), 384))
+    pq.write_table(pa.table({"id": [r["id"] for r in rows], "vector": random.tolist()}), noise)
+    with pytest.raises(IngestError, match="do not match all-MiniLM-L6-v2"):
+        ingest(_corpus(tmp_path, rows), f"vectors-{next(_names)}", vectors=noise, progress=False)
+
+
+def test_a_method_runs_unchanged_on_each_store(tiny, scripted):
+    import agent
+
+    name, _ = scripted({"rag_extract": "The film premiered in London on 4 November 2001.",
+                        "rag_generate": "It premiered in London on 4 November 2001."})  # fmt: skip
+    result = agent.run("When did the Harry Potter film come out?", "rag", llm=name, collection=tiny)
+    assert result.passages and {p.id for p in result.passages} & {"hp-us", "hp-premiere"}
+
+
+def test_an_unreachable_database_names_its_host_never_its_password(home, monkeypatch):
+    from tests.test_server import _free_port
+
+    url = f"postgresql://reader:s3cret-pw@127.0.0.1:{_free_port()}/passages?connect_timeout=2"
+    monkeypatch.setenv("AMBIGQA_DATABASE_URL", url)
+    get_settings.cache_clear()
+    try:
+        with pytest.raises(StoreError) as error:
+            open_store("anything")
+    finally:
+        get_settings.cache_clear()
+    message = str(error.value)
+    assert "127.0.0.1" in message and "passages" in message and "s3cret-pw" not in message
+    assert len(message.splitlines()) == 1
+
+
+def test_a_killed_ingest_resumes_where_it_stopped(postgres_url, home, tmp_path):
+    """SIGKILL an ingest mid-way (real subprocess, PostgreSQL store); a re-run stores only what is missing."""
+    lines = (SHARED_DATA / "asqa" / "corpus.jsonl").read_text().splitlines()[:400]
+    corpus = tmp_path / "asqa-400.jsonl"
+    corpus.write_text("\n".join(lines) + "\n")
+    unique = len({(json.loads(x)["title"], json.loads(x)["text"]) for x in lines})
+    env = {**os.environ, "AMBIGQA_DATABASE_URL": postgres_url, "PYTHONPATH": os.getcwd()}
+    command = [sys.executable, "-m", "agent", "ingest", str(corpus), "-c", "killed", "--batch-size", "16"]
+    proc = subprocess.Popen(command, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    os.environ["AMBIGQA_DATABASE_URL"] = postgres_url
+    get_settings.cache_clear()
+    try:
+        deadline = time.monotonic() + 240
+        stored = 0
+        while time.monotonic() < deadline and proc.poll() is None:
+            try:
+                stored = open_store("killed").count()
+            except CollectionError:
+                stored = 0
+            if stored >= 32:
+                break
+            time.sleep(0.2)
+        proc.send_signal(signal.SIGKILL)
+        proc.wait(timeout=30)
+        before = open_store("killed").count()
+        assert 0 < before < unique, "the ingest was not caught mid-way"
+        report = ingest(corpus, "killed", progress=False)
+        assert report.added == unique - before and open_store("killed").count() == unique
+    finally:
+        os.environ.pop("AMBIGQA_DATABASE_URL", None)
+        get_settings.cache_clear()
