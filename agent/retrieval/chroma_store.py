@@ -86,8 +86,9 @@ def _registered(path: Path, ttl: float = 5.0) -> str | None:
 
 
 def sparse_path(name: str, settings: Settings) -> Path:
-    """The FTS5 file of collection ``name``: beside the embedded store, or per Chroma server URL."""
-    if settings.chroma_url:
+    """The FTS5 file of collection ``name``: beside the embedded store (also when reached through the Chroma server
+    that ``serve`` runs over its folder), or per Chroma server URL."""
+    if settings.chroma_url and _registered(settings.chroma_path) != settings.chroma_url:
         server = hashlib.sha256(settings.chroma_url.encode()).hexdigest()[:12]
         return settings.home / "sparse" / server / f"{name}.sqlite"
     return settings.chroma_path.parent / "sparse" / f"{name}.sqlite"

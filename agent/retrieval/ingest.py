@@ -17,6 +17,7 @@ import tempfile
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 from pydantic import BaseModel, ValidationError
@@ -47,6 +48,7 @@ class IngestReport(BaseModel):
     updated: int = 0  # of the added: new versions of passages already stored under the same id
     removed: int = 0  # old versions replaced, and with prune, passages that left the file
     backend: Backend = "torch"  # the encoder the collection is embedded with
+    index_seconds: float = 0.0  # of the seconds: building indexes after the load (PostgreSQL's first load)
 
     @property
     def passages_per_s(self) -> float:
@@ -139,7 +141,7 @@ def ingest(
     total = count_records(path)
     settings = settings or get_settings()
     writer = open_writer(collection, usable(settings.embeddings), settings)
-    tally = {"added": 0, "skipped": 0, "updated": 0, "removed": 0}
+    tally: dict[str, Any] = {"added": 0, "skipped": 0, "updated": 0, "removed": 0}
     bar = None
     if progress:
         from tqdm import tqdm
@@ -163,10 +165,13 @@ def ingest(
                 raise IngestError(f"{vectors} holds more rows than {path}: the files must list the same passages")
             if seen:
                 tally["removed"] += _prune(writer, seen)
+            began = time.perf_counter()
             writer.finish()
+            tally["index_seconds"] = time.perf_counter() - began
     finally:
         if bar:
             bar.close()
+    tally["index_seconds"] = round(tally.get("index_seconds", 0.0), 3)
     return IngestReport(
         collection=collection, records=total, seconds=round(time.perf_counter() - start, 3), backend=writer.backend,
         **tally,
@@ -205,7 +210,7 @@ def _check_vectors(batch: list[CorpusRecord], vectors: np.ndarray, backend: Back
         )
 
 
-def _sync(writer: Writer, batch: list[CorpusRecord], supplied: np.ndarray | None, tally: dict[str, int]) -> None:
+def _sync(writer: Writer, batch: list[CorpusRecord], supplied: np.ndarray | None, tally: dict[str, Any]) -> None:
     """Store the batch's new passages, then remove the older versions of their ids (a reader never sees a gap)."""
     unique = {content_id(r.title, r.text): i for i, r in enumerate(batch)}  # duplicates within the batch collapse
     stored = writer.existing(list(unique))
