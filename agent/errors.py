@@ -43,3 +43,7 @@ class ModelFileError(AgentError):
 
 class ConfigError(AgentError, ValueError):
     """A setting or per-run option has an invalid value."""
+
+
+class UnknownThreadError(AgentError, LookupError):
+    """No clarify thread of that id waits for a choice: never started, or already answered."""

@@ -1,4 +1,5 @@
-"""``agent.run``: validate the question, pick the graph, run it with per-run options, return a ``RunResult``."""
+"""``agent.run``: validate the question, pick the graph, run it with per-run options, return a ``RunResult``;
+``agent.clarify`` and ``agent.resume``: the router's clarify mode on a thread a person answers later."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 from langchain_core.language_models import BaseChatModel
+from langgraph.types import Command
 
 from agent.context import RunContext, make_context
 from agent.errors import ConfigError, InvalidQuestionError
@@ -19,6 +21,7 @@ from agent.retrieval.pipeline import search as pipeline_search
 from agent.schemas import Passage, RunResult
 from agent.settings import get_settings
 from agent.text import printable
+from agent.threads import ClarifyResult, Thread, Threads, open_threads
 
 CONTRACT = {"question", "answer", "disambiguations", "passages", "retrieved", "usage"}
 
@@ -123,7 +126,8 @@ def run(
     with model_name(llm) as name:
         context = _context(graph, method, name, collection, options)
         record = _Run(question, method, graph, on_node)
-        for namespace, mode, chunk in _stream(graph, {"question": question}, context, callbacks):
+        config = {"callbacks": callbacks} if callbacks else None
+        for namespace, mode, chunk in _stream(graph, {"question": question}, context, config):
             record.feed(namespace, mode, chunk)
     return record.result()
 
@@ -161,6 +165,71 @@ async def arun(
     return record.result()
 
 
+def clarify(
+    question: str,
+    *,
+    llm: str | None = None,
+    collection: str | None = None,
+    on_node: NodeCallback | None = None,
+    **options: Any,
+) -> ClarifyResult:
+    """Run the router in clarify mode on a new thread: it stops at the question's interpretations (``needs_choice``,
+    for ``resume``), or answers a clear question at once. ``llm`` is a provider name, so that any process sharing the
+    threads' database can resume; ``options`` are the router's context fields."""
+    question = validate_question(question)
+    store = open_threads()
+    values = {"llm": llm or "", "collection": collection or "", **options, "clarify": True}
+    context = make_context(store.graph.context_schema, values, strict=True, owner="router")
+    with store.reachable():
+        thread = store.start(context.model_dump(mode="json", exclude_unset=True))
+        return _advance(store, thread, question, {"question": question}, on_node)
+
+
+def resume(thread_id: str, picks: list[int], *, on_node: NodeCallback | None = None) -> ClarifyResult:
+    """Answer the interpretations ``picks`` (numbered from 1; none: all) of a thread waiting for a choice, started by
+    this process or by any other sharing the threads' database."""
+    store = open_threads()
+    with store.reachable():
+        thread, waiting = store.waiting(thread_id)
+        chosen = _checked_picks(picks, len(waiting.interpretations))
+        return _advance(store, thread, waiting.question, Command(resume=chosen), on_node)
+
+
+async def aclarify(
+    question: str,
+    *,
+    llm: str | None = None,
+    collection: str | None = None,
+    on_node: NodeCallback | None = None,
+    **options: Any,
+) -> ClarifyResult:
+    """``clarify`` for an event loop; the checkpointer is synchronous, so the run goes to a worker thread."""
+    return await asyncio.to_thread(clarify, question, llm=llm, collection=collection, on_node=on_node, **options)
+
+
+async def aresume(thread_id: str, picks: list[int], *, on_node: NodeCallback | None = None) -> ClarifyResult:
+    """``resume`` for an event loop, on a worker thread like ``aclarify``."""
+    return await asyncio.to_thread(resume, thread_id, picks, on_node=on_node)
+
+
+def _advance(
+    store: Threads, thread: Thread, question: str, payload: Any, on_node: NodeCallback | None
+) -> ClarifyResult:
+    """Run ``thread`` until it waits for a choice or ends; the context comes from the thread's own options."""
+    context = _context(store.graph, "router", None, None, thread.options)
+    record = _Run(question, "router", store.graph, on_node)
+    for namespace, mode, chunk in _stream(store.graph, payload, context, thread.config):
+        record.feed(namespace, mode, chunk)
+    return store.result(thread)
+
+
+def _checked_picks(picks: list[int], count: int) -> list[int]:
+    wrong = [p for p in picks if isinstance(p, bool) or not isinstance(p, int) or not 1 <= p <= count]
+    if wrong:
+        raise ConfigError(f"pick {wrong[0]!r} is not one of the interpretations: choose numbers from 1 to {count}")
+    return list(dict.fromkeys(picks))
+
+
 def search(question: str, k: int = 5, collection: str | None = None, **options: Any) -> list[Passage]:
     """The ``k`` passages the default pipeline retrieves for ``question`` (what ``rag`` reads); ``options`` are
     retrieval fields (``first_stage``, ``reranker``, ``rerank_depth``)."""
@@ -171,15 +240,12 @@ def search(question: str, k: int = 5, collection: str | None = None, **options: 
     return pipeline_search(context.store(), question, k, context.retrieval())
 
 
-def _stream(
-    graph: Any, inputs: dict, context: Any, callbacks: Any = None
-) -> Iterator[tuple[tuple[str, ...], str, Any]]:
+def _stream(graph: Any, inputs: Any, context: Any, config: dict | None) -> Iterator[tuple[tuple[str, ...], str, Any]]:
     """(namespace, mode, chunk): node updates as they finish, and the output values.
 
     The run gets a fresh context: called from inside another graph (a tool in an agent), LangGraph would otherwise
     take it for a subgraph of that run and send its updates to the parent's stream instead of ours.
     """
     fresh = contextvars.Context()
-    config = {"callbacks": callbacks} if callbacks else None
     chunks = graph.stream(inputs, config, context=context, stream_mode=["updates", "values"], subgraphs=True)
     yield from iter(lambda: fresh.run(next, chunks, None), None)

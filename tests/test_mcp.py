@@ -41,7 +41,7 @@ def test_an_mcp_client_lists_the_tools_and_gets_answers_with_structured_content(
 
     tools, answer, empty, llm, bogus, after = _session(home, collection, calls)
     by_name = {t.name: t for t in tools}
-    assert sorted(by_name) == sorted(f"ask_{m}" for m in METHODS)
+    assert sorted(by_name) == sorted([*(f"ask_{m}" for m in METHODS), "clarify", "resume"])
     assert "Cost:" in by_name["ask_diva"].description and "question" in by_name["ask_diva"].input_schema["required"]
     assert not answer.is_error and answer.content[0].text == answer.structured_content["answer"]
     content = answer.structured_content
@@ -51,3 +51,22 @@ def test_an_mcp_client_lists_the_tools_and_gets_answers_with_structured_content(
     assert llm.is_error and "cannot be set per call" in llm.content[0].text
     assert bogus.is_error and "rag has no option bogus" in bogus.content[0].text
     assert not after.is_error and after.content[0].text  # the server stayed up
+
+
+def test_an_mcp_client_clarifies_a_question_and_resumes_the_thread_with_a_pick(home, collection):
+    async def calls(client):
+        waiting = await client.call_tool("clarify", {"question": QUESTION})
+        thread = waiting.structured_content["thread_id"]
+        done = await client.call_tool("resume", {"thread_id": thread, "picks": [1]})
+        again = await client.call_tool("resume", {"thread_id": thread, "picks": [1]})
+        llm = await client.call_tool("clarify", {"question": QUESTION, "options": {"llm": "local"}})
+        return waiting, done, again, llm
+
+    waiting, done, again, llm = _session(home, collection, calls)
+    content = waiting.structured_content
+    assert not waiting.is_error and content["status"] == "needs_choice" and content["interpretations"]
+    assert "The question can mean:" in waiting.content[0].text and content["thread_id"] in waiting.content[0].text
+    assert not done.is_error and done.structured_content["chosen"] == content["interpretations"][:1]
+    assert done.content[0].text == done.structured_content["answer"]
+    assert again.is_error and "has been answered" in again.content[0].text
+    assert llm.is_error and "cannot be set per call" in llm.content[0].text

@@ -174,114 +174,50 @@ def ask(
     )
 
 
-def _clarify_graph(connection: Any) -> Any:
-    from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
-    from langgraph.checkpoint.sqlite import SqliteSaver
-
-    from agent.registry import checkpoint_types, method_module
-
-    serde = JsonPlusSerializer(allowed_msgpack_modules=checkpoint_types())
-    return method_module("router").build(SqliteSaver(connection, serde=serde))
-
-
 def _ask_clarify(
     question: str | None, llm: str | None, collection: str | None, quiet: bool, as_json: bool, resume: str | None,
     pick: str | None,
 ) -> None:  # fmt: skip
-    """The router in clarify mode on a SQLite-checkpointed thread: it stops at the interpretations; pick at the prompt,
-    or (with --json, for a script) later with ``ask --resume THREAD --pick 1,3``."""
-    import sqlite3
-    import uuid
+    """The router in clarify mode (``agent.clarify``): it stops at the interpretations; pick at the prompt, or (with
+    --json, for a script) later with ``ask --resume THREAD --pick 1,3`` (``agent.resume``)."""
+    from agent import runner
 
-    from langgraph.types import Command
+    def progress(node: str, update: dict[str, Any], seconds: float) -> None:
+        if not quiet:
+            err.print(f"  [green]✓[/] [bold]{node}[/]  {_describe(update)}", highlight=False)
 
-    from agent.errors import ConfigError
-    from agent.registry import method_module
-    from agent.runner import node_path, validate_question
-    from agent.settings import get_settings
-
-    settings = get_settings()
-    folder = settings.home / "clarify"
-    folder.mkdir(parents=True, exist_ok=True)
     if resume:
-        saved = folder / f"{resume}.json"
-        if not resume.replace("-", "").isalnum() or not saved.is_file():
-            raise ConfigError(f"no clarify thread '{resume}' to resume (threads live in {folder})")
-        stored = json.loads(saved.read_text())
-        question, llm, collection = stored["question"], stored["llm"], stored["collection"]
+        result = runner.resume(resume, _picks(pick or ""), on_node=progress)
     else:
-        question = validate_question(question)
-    thread_id = resume or f"clarify-{uuid.uuid4().hex[:12]}"
-    (folder / f"{thread_id}.json").write_text(json.dumps({"question": question, "llm": llm, "collection": collection}))
-    connection = sqlite3.connect(settings.home / "checkpoints.sqlite", check_same_thread=False)
-    graph = _clarify_graph(connection)
-    thread = {"configurable": {"thread_id": thread_id}}
-    context = method_module("router").RouterContext(llm=llm or "", collection=collection or "", clarify=True)
-
-    def stream(payload: Any) -> list[Any]:
-        interrupts = []
-        for namespace, chunk in graph.stream(payload, thread, context=context, stream_mode="updates", subgraphs=True):
-            for node, update in chunk.items():
-                if node == "__interrupt__":
-                    interrupts += list(update)
-                elif not quiet and isinstance(update, dict):
-                    err.print(
-                        f"  [green]✓[/] [bold]{node_path(namespace, node)}[/]  {_describe(update)}", highlight=False
-                    )
-        return interrupts
-
-    def choice(text: str) -> list[int]:
-        return [int(p) for p in text.replace(",", " ").split() if p.isdigit()]
-
-    try:
-        if resume:
-            pending = graph.get_state(thread).interrupts
-            if not pending:
-                raise ConfigError(f"thread '{resume}' is not waiting for a choice (it has finished)")
-            stream(Command(resume=choice(pick or "")))
-        else:
-            err.print(f"[dim]thread {thread_id}[/]", highlight=False)
-            interrupts = stream({"question": question})
-            if interrupts:
-                options = interrupts[0].value["interpretations"]
-                if pick is not None or as_json:
-                    if pick is None:  # a script or --json: report the choice to make, resume later
-                        waiting = {"thread_id": thread_id, "question": question, "interpretations": options}
-                        if as_json:
-                            print(json.dumps({"status": "needs_choice", **waiting}, indent=2, ensure_ascii=False))
-                        else:
-                            for i, option in enumerate(options, 1):
-                                out.print(f"  {i}. {escape(_printable(option))}", highlight=False)
-                            err.print(f"resume with: ambigqa ask --resume {thread_id} --pick 1,2", highlight=False)
-                        return
-                    stream(Command(resume=choice(pick)))
-                else:
-                    out.print("\nThe question can mean:")
-                    for i, option in enumerate(options, 1):
-                        out.print(f"  {i}. {escape(_printable(option))}", highlight=False)
-                    try:
-                        picked = typer.prompt(
-                            "Answer which? (numbers, comma-separated; Enter for all)", default="", show_default=False
-                        )
-                    except (typer.Abort, EOFError):
-                        picked = ""
-                    stream(Command(resume=choice(picked)))
-        values = graph.get_state(thread).values
-    finally:
-        connection.close()
-    (folder / f"{thread_id}.json").unlink(missing_ok=True)
+        result = runner.clarify(question or "", llm=llm, collection=collection, on_node=progress)
+        err.print(f"[dim]thread {result.thread_id}[/]", highlight=False)
+    if result.status == "needs_choice":
+        if pick is None and as_json:  # a script: report the choice to make, resume later
+            print(result.model_dump_json(indent=2, exclude_none=True))
+            return
+        if pick is None:
+            out.print("\nThe question can mean:")
+            for i, option in enumerate(result.interpretations, 1):
+                out.print(f"  {i}. {escape(_printable(option))}", highlight=False)
+            try:
+                pick = typer.prompt(
+                    "Answer which? (numbers, comma-separated; Enter for all)", default="", show_default=False
+                )
+            except (typer.Abort, EOFError):
+                pick = ""
+        result = runner.resume(result.thread_id, _picks(pick), on_node=progress)
     if as_json:
-        output = {k: values[k] for k in ("question", "answer", "disambiguations", "route", "chosen") if k in values}
-        print(json.dumps({"status": "answered", "thread_id": thread_id, **output}, indent=2, default=_plain))
+        print(result.model_dump_json(indent=2, exclude_none=True))
         return
     out.print()
-    out.print(escape(_printable(values.get("answer", ""))), highlight=False)
-    for i, d in enumerate(values.get("disambiguations", []), 1):
+    out.print(escape(_printable(result.answer or "")), highlight=False)
+    for i, d in enumerate(result.disambiguations or [], 1):
         out.print(f"  {i}. {escape(_printable(d.question))} → [bold]{escape(_printable(d.answer))}[/]", highlight=False)
 
 
-def _plain(value: Any) -> Any:
-    return value.model_dump() if hasattr(value, "model_dump") else str(value)
+def _picks(text: str) -> list[int]:
+    """``1,3`` or ``1 3`` as numbers; nothing (Enter) picks every interpretation."""
+    return [int(p) for p in text.replace(",", " ").split() if p.isdigit()]
 
 
 @app.command()

@@ -3,8 +3,8 @@
 In order: the API key (``X-API-Key`` header, or the cookie ``/login`` sets for a browser), then the whole body, read
 within ``body_timeout`` and counted as it arrives (chunked uploads too), then its content (JSON, each question, each
 per-request option against the operator's allowlist), and only then a graph slot per question (``/batch`` takes one
-per item), with a deadline on the run. Every refusal is a JSON ``{"detail": ...}`` with a 4xx/5xx status; the
-connection stays usable.
+per item, ``/clarify`` and its resume one each), with a deadline on the run. Every refusal is a JSON
+``{"detail": ...}`` with a 4xx/5xx status; the connection stays usable.
 """
 
 from __future__ import annotations
@@ -103,6 +103,22 @@ def check_options(method: str, config: Any, where: str, policy: Policy) -> None:
         raise Refusal(422, f"{where}: {exc}") from None
 
 
+def check_clarify(start: bool, payload: Any, policy: Policy) -> None:
+    """Validate a clarify body: to ``start``, a question and router options the policy allows; to resume, picks."""
+    if not isinstance(payload, dict):
+        raise Refusal(422, "the body must be a JSON object")
+    if start:
+        check_question(payload.get("question"), "question", policy.max_question_chars)
+        options = payload.get("options")
+        if options is not None and not isinstance(options, dict):
+            raise Refusal(422, "options must be an object")
+        check_options("router", {"configurable": options}, "options", policy)
+        return
+    picks = payload.get("picks", [])
+    if not isinstance(picks, list) or not all(isinstance(p, int) and not isinstance(p, bool) for p in picks):
+        raise Refusal(422, "picks: a list of interpretation numbers is required, e.g. [1, 3]")
+
+
 def check_payload(method: str, action: str, payload: Any, policy: Policy) -> int:
     """Validate a LangServe request body; return how many graph runs it asks for."""
     if not isinstance(payload, dict):
@@ -124,6 +140,15 @@ def check_payload(method: str, action: str, payload: Any, policy: Policy) -> int
     check_question(item.get("question") if isinstance(item, dict) else None, "input", policy.max_question_chars)
     check_options(method, payload.get("config"), "config", policy)
     return 1
+
+
+def parse_json(body: bytes) -> Any:
+    try:
+        return json.loads(body.decode("utf-8"))
+    except UnicodeDecodeError:
+        raise Refusal(400, "the body is not UTF-8") from None
+    except json.JSONDecodeError as exc:
+        raise Refusal(400, f"the body is not JSON ({exc.msg} at character {exc.pos})") from None
 
 
 async def read_body(receive: Callable[[], Awaitable[dict]], limit: int, timeout: float) -> bytes:
@@ -210,6 +235,9 @@ class Guard:
     def _runs(self, path: str, body: bytes) -> int:
         """Graph runs the request asks for (0 for routes that run none); invalid content is refused here."""
         parts = path.strip("/").split("/")
+        if parts == ["clarify"] or (len(parts) == 3 and parts[0] == "clarify" and parts[2] == "resume"):
+            check_clarify(len(parts) == 1, parse_json(body), self.policy)
+            return 1
         if len(parts) != 2 or parts[1] not in RUN_ACTIONS:
             return 0
         method, action = parts
@@ -217,13 +245,7 @@ class Guard:
             load_graph(method)
         except AgentError:
             return 0  # not a graph route: the app answers 404
-        try:
-            payload = json.loads(body.decode("utf-8"))
-        except UnicodeDecodeError:
-            raise Refusal(400, "the body is not UTF-8") from None
-        except json.JSONDecodeError as exc:
-            raise Refusal(400, f"the body is not JSON ({exc.msg} at character {exc.pos})") from None
-        return check_payload(method, action, payload, self.policy)
+        return check_payload(method, action, parse_json(body), self.policy)
 
     async def _run(self, scope: dict, receive: Any, body: bytes, send: Any) -> None:
         sent = {"body": False, "started": False}

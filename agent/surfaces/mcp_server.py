@@ -1,19 +1,28 @@
-"""``ambigqa mcp``: every method as an MCP tool (``ask_diva``, ...), over stdio or streamable HTTP on loopback.
+"""``ambigqa mcp``: every method as an MCP tool (``ask_diva``, ...), and the router's clarify threads as ``clarify``
+and ``resume``, over stdio or streamable HTTP on loopback.
 
 The operator fixes the LLM and the collection when starting the server; a tool call gives a ``question`` and, where
 useful, a few of the method's options. A result is the answer as text plus structured content: the interpretations
 with the ids of the passages that ground them, the route or grade where the method has one, and the run's usage.
 """
 
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 from pydantic import Field
 
 from agent.registry import METHODS, describe, load_graph
 from agent.settings import get_settings
 
+if TYPE_CHECKING:
+    from agent.threads import ClarifyResult
+
 STATE_FIELDS = ("route", "grade", "stop_reason", "relaxed_query")  # method-specific fields worth returning
 NEVER_FROM_A_CALL = frozenset({"llm", "collection"})
+CLARIFY = (
+    "Ask the user which readings of an ambiguous question they mean: returns the interpretations and a thread_id "
+    "(or, for a clear question, the answer). Then call resume with the numbers the user picks."
+)
+RESUME = "Answer the interpretations the user picked (numbers from clarify's list; none: all) on a clarify thread."
 
 
 def result_content(result: Any) -> dict[str, Any]:
@@ -30,14 +39,25 @@ def result_content(result: Any) -> dict[str, Any]:
     return content
 
 
+def clarify_text(result: "ClarifyResult") -> str:
+    """A clarify result as text: the interpretations to pick from, or the answer."""
+    if result.status == "answered":
+        return result.answer or ""
+    options = "\n".join(f"{i}. {option}" for i, option in enumerate(result.interpretations, 1))
+    return (
+        f"The question can mean:\n{options}\nCall resume with thread_id {result.thread_id} and the numbers to answer."
+    )
+
+
 def build_server(llm: str | None = None, collection: str | None = None, methods: tuple[str, ...] = METHODS) -> Any:
-    """An ``MCPServer`` with one tool per method, bound to ``llm`` and ``collection``."""
+    """An ``MCPServer`` with one tool per method (and ``clarify``/``resume`` with the router), bound to ``llm`` and
+    ``collection``."""
     from mcp.server.mcpserver import MCPServer
     from mcp_types import CallToolResult, TextContent
 
     from agent.context import make_context
     from agent.errors import AgentError
-    from agent.runner import arun
+    from agent.runner import aclarify, aresume, arun
 
     max_chars = get_settings().max_question_chars
     server = MCPServer(
@@ -74,6 +94,48 @@ def build_server(llm: str | None = None, collection: str | None = None, methods:
 
         return ask
 
+    def clarified(result: "ClarifyResult") -> CallToolResult:
+        return CallToolResult(
+            content=[TextContent(type="text", text=clarify_text(result))],
+            structured_content=result.model_dump(mode="json", exclude_none=True),
+        )
+
+    def failed(exc: AgentError) -> CallToolResult:
+        return CallToolResult(content=[TextContent(type="text", text=str(exc))], is_error=True)
+
+    router_options = sorted(set(load_graph("router").context_schema.model_fields) - NEVER_FROM_A_CALL - {"clarify"})
+
+    async def clarify(
+        question: Annotated[
+            str, Field(min_length=1, max_length=max_chars, description="the question, as the user asked it")
+        ],
+        options: Annotated[
+            dict[str, Any] | None, Field(description=f"optional router options; settable: {', '.join(router_options)}")
+        ] = None,
+    ) -> CallToolResult:
+        options = options or {}
+        try:
+            refused = sorted(set(options) - set(router_options))
+            if refused:
+                raise AgentError(f"{', '.join(refused)} cannot be set per call; settable: {', '.join(router_options)}")
+            return clarified(await aclarify(question, llm=llm, collection=collection, **options))
+        except AgentError as exc:
+            return failed(exc)
+
+    async def resume(
+        thread_id: Annotated[str, Field(description="the thread_id clarify returned")],
+        picks: Annotated[
+            list[int] | None, Field(description="the interpretations to answer, numbered from 1; none: all")
+        ] = None,
+    ) -> CallToolResult:
+        try:
+            return clarified(await aresume(thread_id, picks or []))
+        except AgentError as exc:
+            return failed(exc)
+
     for method in methods:
         server.add_tool(make_tool(method), name=f"ask_{method}", description=describe(method))
+    if "router" in methods:
+        server.add_tool(clarify, name="clarify", description=CLARIFY)
+        server.add_tool(resume, name="resume", description=RESUME)
     return server

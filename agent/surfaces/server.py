@@ -1,4 +1,5 @@
-"""The LangServe app: a route per graph (invoke, batch, stream, schemas), /health and /login, behind ``guard.Guard``.
+"""The LangServe app: a route per graph (invoke, batch, stream, schemas), the clarify threads (``POST /clarify``,
+``POST /clarify/{thread_id}/resume``), /health and /login, behind ``guard.Guard``.
 
 The operator fixes the LLM (settings) and the collections a request may name (``collections``); per-request options
 are the methods' context fields the policy allows, never the LLM. The guard checks key, body and options before a
@@ -22,11 +23,13 @@ from agent.errors import (
     LLMError,
     LLMUnavailableError,
     StoreError,
+    UnknownThreadError,
 )
 from agent.registry import METHODS, load_graph
-from agent.runner import namespace_names, output_of
+from agent.runner import aclarify, aresume, namespace_names, output_of
 from agent.settings import get_settings
 from agent.surfaces.guard import NEVER_FROM_A_REQUEST, Guard, Policy
+from agent.threads import ClarifyResult
 
 
 def question_type(max_chars: int) -> type[BaseModel]:
@@ -36,6 +39,15 @@ def question_type(max_chars: int) -> type[BaseModel]:
         )
 
     return Ask
+
+
+class ClarifyRequest(BaseModel):
+    question: str = Field(description="the (possibly ambiguous) question")
+    options: dict[str, Any] = Field(default_factory=dict, description="router options, e.g. {'max_interpretations': 4}")
+
+
+class ResumeRequest(BaseModel):
+    picks: list[int] = Field(default_factory=list, description="the interpretations to answer, from 1; none: all")
 
 
 class GraphRunnable(Runnable):
@@ -119,8 +131,8 @@ def _events(namespace: tuple[str, ...], chunk: dict) -> Iterator[dict]:
 
 
 STATUS = [  # most specific first
-    (InvalidQuestionError, 422), (ConfigError, 422), (CollectionError, 404), (StoreError, 503), (LLMUnavailableError, 503),
-    (LLMError, 502), (AgentError, 500),
+    (InvalidQuestionError, 422), (ConfigError, 422), (CollectionError, 404), (UnknownThreadError, 404), (StoreError, 503),
+    (LLMUnavailableError, 503), (LLMError, 502), (AgentError, 500),
 ]  # fmt: skip
 
 
@@ -154,6 +166,18 @@ def create_app(
     for method in methods:
         runnable = GraphRunnable(load_graph(method), ask, policy.settable(method), collections[0])
         add_routes(app, runnable, path=f"/{method}", config_keys=("configurable",))
+
+    @app.post("/clarify", response_model=ClarifyResult, response_model_exclude_none=True)
+    async def clarify(request: ClarifyRequest) -> ClarifyResult:
+        """Start a clarify thread (the router): the interpretations to pick from, or the answer to a clear question."""
+        options = dict(request.options)
+        collection = options.pop("collection", None) or collections[0]
+        return await aclarify(request.question, collection=collection, **options)
+
+    @app.post("/clarify/{thread_id}/resume", response_model=ClarifyResult, response_model_exclude_none=True)
+    async def resume(thread_id: str, request: ResumeRequest) -> ClarifyResult:
+        """Answer the picked interpretations of a waiting thread, started on this server or any sharing its database."""
+        return await aresume(thread_id, request.picks)
 
     @app.exception_handler(AgentError)
     async def agent_error(_: Request, exc: AgentError) -> JSONResponse:

@@ -1,0 +1,207 @@
+"""Clarify threads: the router's checkpointer, where a run waits for a person to pick among its interpretations.
+
+SQLite under ``AMBIGQA_HOME`` by default (one machine); PostgreSQL when ``AMBIGQA_DATABASE_URL`` is set, so a thread
+started by one process resumes in any other. A thread keeps its question in its state and its run options (LLM,
+collection, router options) in its checkpoints' metadata: nothing about it lives outside the database.
+"""
+
+from __future__ import annotations
+
+import atexit
+import json
+import logging
+import re
+import secrets
+import sqlite3
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from functools import lru_cache
+from typing import Any, Literal
+
+from langgraph.checkpoint.base import BaseCheckpointSaver
+from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
+from langgraph.types import StateSnapshot
+from pydantic import BaseModel, Field
+
+from agent.errors import StoreError, UnknownThreadError
+from agent.registry import checkpoint_types, method_module
+from agent.schemas import Disambiguation
+from agent.settings import get_settings
+
+OPTIONS_KEY = "ambigqa_options"  # checkpoint metadata: the thread's run options as JSON (metadata keeps scalars only)
+WAIT_S = 5.0  # how long a request waits for a database connection before it is a StoreError
+CONNECT_S = 5  # libpq's connect_timeout: an unreachable host fails within it
+THREAD_ID = re.compile(r"[A-Za-z0-9_-]{1,100}")
+SETUP_LOCK = 0x616D6269  # PostgreSQL advisory lock: replicas starting together create the tables once
+
+
+class ClarifyResult(BaseModel):
+    """What ``agent.clarify`` and ``agent.resume`` return: the interpretations to pick from, or the answer."""
+
+    thread_id: str = Field(description="resume the thread with this id")
+    status: Literal["needs_choice", "answered"]
+    question: str
+    interpretations: list[str] = Field(default_factory=list, description="the readings to pick from, numbered from 1")
+    answer: str | None = None
+    disambiguations: list[Disambiguation] | None = None
+    route: str | None = Field(default=None, description="clarify, or the method a clear question went to")
+    chosen: list[str] | None = Field(default=None, description="the interpretations answered")
+
+
+@dataclass(frozen=True)
+class Thread:
+    """A thread: its id and its run options (the router's context values), and the LangGraph config carrying both."""
+
+    id: str
+    options: dict[str, Any]
+
+    @property
+    def config(self) -> dict[str, Any]:
+        return {"configurable": {"thread_id": self.id}, "metadata": {OPTIONS_KEY: json.dumps(self.options)}}
+
+
+class Threads:
+    """The clarify threads of one database: its checkpointer and the router compiled with it."""
+
+    def __init__(self, location: str, postgres: bool):
+        self.location, self.postgres = location, postgres
+        serde = JsonPlusSerializer(allowed_msgpack_modules=checkpoint_types())
+        self.saver = _postgres_saver(location, serde) if postgres else _sqlite_saver(location, serde)
+        self.graph = method_module("router").build(self.saver)
+        self._ready = not postgres  # SqliteSaver creates its tables itself
+        self._lock = threading.Lock()
+
+    def start(self, options: dict[str, Any]) -> Thread:
+        """A new thread for a run with ``options`` (the router's context values)."""
+        self._setup()
+        return Thread(id=f"clarify-{secrets.token_hex(8)}", options=options)
+
+    def waiting(self, thread_id: str) -> tuple[Thread, ClarifyResult]:
+        """The thread ``thread_id`` and the choice it waits for; ``UnknownThreadError`` if it waits for none."""
+        self._setup()
+        probe = {"configurable": {"thread_id": thread_id}}
+        snapshot = self.graph.get_state(probe) if THREAD_ID.fullmatch(thread_id) else None
+        if snapshot is None or OPTIONS_KEY not in (snapshot.metadata or {}):
+            raise UnknownThreadError(f"no clarify thread '{thread_id}' to resume (threads live in {self.where()})")
+        if not snapshot.interrupts:
+            why = "it stopped on an error before its choice" if snapshot.next else "it has been answered"
+            raise UnknownThreadError(f"no clarify thread '{thread_id}' to resume: {why}")
+        thread = Thread(id=thread_id, options=json.loads(snapshot.metadata[OPTIONS_KEY]))
+        return thread, _result(thread_id, snapshot)
+
+    def result(self, thread: Thread) -> ClarifyResult:
+        """Where ``thread`` stands: waiting for a choice, or answered."""
+        return _result(thread.id, self.graph.get_state(thread.config))
+
+    @contextmanager
+    def reachable(self) -> Iterator[None]:
+        """Database failures inside the block become one ``StoreError`` naming where the threads live."""
+        try:
+            yield
+        except sqlite3.OperationalError as exc:
+            raise StoreError(f"the clarify threads' file {self.location} cannot be used: {exc}") from None
+        except _postgres_errors(self.postgres) as exc:
+            raise StoreError(
+                f"the clarify threads' PostgreSQL at {self.where()} cannot be reached ({_why_down(self.location, exc)}):"
+                " check that it runs and that AMBIGQA_DATABASE_URL names it"
+            ) from None
+
+    def where(self) -> str:
+        """The database without its password: host:port for PostgreSQL, the file for SQLite."""
+        if not self.postgres:
+            return self.location
+        from psycopg.conninfo import conninfo_to_dict
+
+        info = conninfo_to_dict(self.location)
+        return f"{info.get('host', 'localhost')}:{info.get('port', 5432)}"
+
+    def _setup(self) -> None:
+        """Create PostgreSQL's checkpoint tables once per process, one replica at a time."""
+        if self._ready:
+            return
+        from langgraph.checkpoint.postgres import PostgresSaver
+
+        with self._lock, self.reachable(), self.saver.conn.connection() as conn:
+            conn.execute("SELECT pg_advisory_lock(%s)", (SETUP_LOCK,))
+            try:
+                PostgresSaver(conn).setup()
+            finally:
+                conn.execute("SELECT pg_advisory_unlock(%s)", (SETUP_LOCK,))
+            self._ready = True
+
+
+def _result(thread_id: str, snapshot: StateSnapshot) -> ClarifyResult:
+    values = snapshot.values
+    common = {"thread_id": thread_id, "question": values["question"]}
+    if snapshot.interrupts:
+        return ClarifyResult(
+            status="needs_choice", interpretations=snapshot.interrupts[0].value["interpretations"], **common
+        )
+    return ClarifyResult(
+        status="answered", interpretations=values.get("interpretations", []), answer=values.get("answer", ""),
+        disambiguations=values.get("disambiguations", []), route=values.get("route"), chosen=values.get("chosen"),
+        **common,
+    )  # fmt: skip
+
+
+def open_threads() -> Threads:
+    """The clarify threads of this process's settings (one checkpointer and connection pool per database)."""
+    settings = get_settings()
+    if settings.database_url:
+        return _threads(settings.database_url, True)
+    settings.home.mkdir(parents=True, exist_ok=True)
+    return _threads(str(settings.home / "checkpoints.sqlite"), False)
+
+
+@lru_cache(maxsize=8)
+def _threads(location: str, postgres: bool) -> Threads:
+    return Threads(location, postgres)
+
+
+def _sqlite_saver(path: str, serde: JsonPlusSerializer) -> BaseCheckpointSaver:
+    from langgraph.checkpoint.sqlite import SqliteSaver
+
+    return SqliteSaver(sqlite3.connect(path, check_same_thread=False), serde=serde)
+
+
+def _postgres_saver(url: str, serde: JsonPlusSerializer) -> BaseCheckpointSaver:
+    """A saver over a connection pool: connections are checked before use, and remade when the database returns."""
+    from langgraph.checkpoint.postgres import PostgresSaver
+    from psycopg.rows import dict_row
+    from psycopg_pool import ConnectionPool
+
+    pool = ConnectionPool(
+        url, min_size=1, max_size=8, open=False, timeout=WAIT_S, check=ConnectionPool.check_connection,
+        name="ambigqa-threads",
+        kwargs={"autocommit": True, "prepare_threshold": 0, "row_factory": dict_row, "connect_timeout": CONNECT_S},
+    )  # fmt: skip
+    pool.open(wait=False)
+    atexit.register(pool.close)
+    logging.getLogger("psycopg.pool").setLevel(logging.ERROR)  # its retry warnings repeat what the StoreError says
+    return PostgresSaver(pool, serde=serde)
+
+
+def _postgres_errors(postgres: bool) -> tuple[type[Exception], ...]:
+    if not postgres:
+        return ()
+    import psycopg
+
+    return (psycopg.OperationalError,)
+
+
+def _why_down(url: str, exc: Exception) -> str:
+    """The connection error's first line, password hidden; behind a pool timeout, the error of one direct try."""
+    import psycopg
+    from psycopg.conninfo import conninfo_to_dict
+    from psycopg_pool import PoolTimeout
+
+    if isinstance(exc, PoolTimeout):
+        try:
+            psycopg.connect(url, connect_timeout=CONNECT_S).close()
+        except psycopg.OperationalError as direct:
+            exc = direct
+    reason = (str(exc).strip() or type(exc).__name__).splitlines()[0]
+    password = conninfo_to_dict(url).get("password")
+    return reason.replace(str(password), "***") if password else reason
