@@ -41,18 +41,6 @@ def _ingest_here(corpus_file) -> str:
     return "clarify-tiny"
 
 
-def _restart(server) -> None:
-    """Start a stopped local PostgreSQL again on the same port and data (``start`` would re-initialise the folder)."""
-    from agent.retrieval.local_postgres import binaries
-
-    server.data.chmod(0o700)
-    owner = {"user": "pgserver"} if os.geteuid() == 0 else {}
-    options = f"-h 127.0.0.1 -p {server.port} -k {server.data}"
-    command = [str(binaries() / "pg_ctl"), "-D", str(server.data), "-o", options, "-l", str(server.data / "log"), "-w",
-               "start"]  # fmt: skip
-    subprocess.run(command, check=True, capture_output=True, timeout=60, **owner)
-
-
 def test_a_thread_waits_for_a_choice_then_answers_the_picked_interpretation(home, collection):
     import agent
 
@@ -124,7 +112,7 @@ def test_a_database_that_goes_away_is_one_error_naming_its_host_and_the_thread_r
         message = str(down.value)
         assert f"127.0.0.1:{server.port}" in message and "Connection refused" in message and "s3cret" not in message
         assert len(message.splitlines()) == 1
-        _restart(server)
+        start(server.data, server.port)  # the same data, the same port
         assert agent.resume(waiting.thread_id, [1]).status == "answered"  # the pool reconnected
     finally:
         server.stop()

@@ -150,6 +150,27 @@ def test_an_unreachable_database_names_its_host_never_its_password(home, monkeyp
     assert len(message.splitlines()) == 1
 
 
+def test_a_database_that_goes_away_is_one_clear_error_and_serves_again_when_it_returns(home, tmp_path):
+    from agent.retrieval.local_postgres import start
+    from agent.settings import Settings
+
+    server = start(tmp_path / "pg")
+    settings = Settings(home=home, database_url=server.url)
+    try:
+        ingest(_corpus(tmp_path, PASSAGES), "comeback", settings=settings, progress=False)
+        store = open_store("comeback", settings)
+        assert store.search("volcano in Sicily", 1)[0].id == "volcano"
+        server.stop()
+        began = time.monotonic()
+        with pytest.raises(StoreError, match=f"cannot reach PostgreSQL at 127.0.0.1:{server.port}"):
+            store.search("volcano in Sicily", 1)
+        assert time.monotonic() - began < 15
+        start(tmp_path / "pg", server.port)
+        assert store.search("volcano in Sicily", 1)[0].id == "volcano"  # the pool reconnected by itself
+    finally:
+        server.stop()
+
+
 def test_a_killed_ingest_resumes_where_it_stopped(postgres_url, home, tmp_path):
     """SIGKILL an ingest mid-way (real subprocess, PostgreSQL store); a re-run stores only what is missing."""
     lines = (SHARED_DATA / "asqa" / "corpus.jsonl").read_text().splitlines()[:400]

@@ -9,8 +9,8 @@ from importlib.resources import as_file
 
 from agent.errors import CollectionError
 from agent.resources import data_file
-from agent.retrieval.embeddings import Backend, MiniLMEmbeddingFunction
-from agent.retrieval.store import Store, Writer, check_name
+from agent.retrieval.embeddings import MiniLMEmbeddingFunction
+from agent.retrieval.store import Store
 from agent.settings import Settings, get_settings
 
 DEMO_COLLECTION = "demo"
@@ -47,24 +47,6 @@ def open_collection(name: str, settings: Settings) -> Store:
                 f"collection '{name}' does not exist: run `ambigqa ingest CORPUS.jsonl --collection {name}` first"
             ) from None
         raise CollectionError(f"cannot open collection '{name}': {exc}") from exc
-    return ChromaStore(collection, settings)
-
-
-def open_writer(name: str, backend: Backend, settings: Settings | None = None) -> Writer:
-    """The collection ``name`` for ingest, created (embedded with ``backend``) when it does not exist yet."""
-    check_name(name)
-    settings = settings or get_settings()
-    if settings.database_url:
-        from agent.retrieval.postgres_store import PostgresStore
-
-        return PostgresStore.create(settings.database_url, name, backend)
-    from agent.retrieval.chroma_store import ChromaStore, get_client
-
-    collection = get_client(settings).get_or_create_collection(
-        name,
-        embedding_function=MiniLMEmbeddingFunction(backend),  # recorded when it is new
-        configuration={"hnsw": {"space": "cosine"}},
-    )
     return ChromaStore(collection, settings)
 
 

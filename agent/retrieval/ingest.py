@@ -23,9 +23,9 @@ import numpy as np
 from pydantic import BaseModel, ValidationError
 
 from agent.errors import IngestError
-from agent.retrieval.collections import open_writer
 from agent.retrieval.embeddings import EMBEDDING_DIM, Backend, embed, usable
 from agent.retrieval.store import Row, Writer, check_name, content_id
+from agent.retrieval.writers import open_writer
 from agent.schemas import titled_text
 from agent.settings import Settings, get_settings
 

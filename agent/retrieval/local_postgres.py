@@ -52,7 +52,7 @@ def _as_owner() -> dict:
 def _give_to_owner(path: Path) -> None:
     if os.geteuid() == 0:
         shutil.chown(path, SYSTEM_USER, SYSTEM_USER)
-        for parent in [path, *path.parents]:  # the server must traverse to its folder
+        for parent in path.parents:  # the server must traverse to its folder
             parent.chmod(parent.stat().st_mode | 0o011)
 
 

@@ -11,7 +11,9 @@ which that store's ``Document`` interface does not expose.
 
 from __future__ import annotations
 
+import re
 import threading
+import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -30,7 +32,11 @@ if TYPE_CHECKING:
 
 T = TypeVar("T")
 REGISTRY = "ambigqa_collections"
-EF_SEARCH = 100  # HNSW candidates per query: recall@10 ≥ 0.95 against exact search (docs/retrieval.md)
+EF_SEARCH = 100  # HNSW candidates per query: recall@10 ≥ 0.95 against exact search (docs/deploy.md)
+CANDIDATES = 5000  # rows a sparse query ranks, about: bounded work per query at any corpus size (docs/deploy.md)
+STATISTICS_TTL = 300.0
+LEXEME = re.compile(r"^[\w.-]+$")
+_statistics: dict[tuple[str, str], tuple[float, tuple[dict[str, float], float, float]]] = {}
 _pools: dict[str, ConnectionPool] = {}
 _pools_lock = threading.Lock()
 
@@ -56,7 +62,7 @@ def _configure(connection: Connection) -> None:
     connection.commit()
 
 
-def pool(url: str, timeout: float = 10.0) -> ConnectionPool:
+def pool(url: str, timeout: float = 5.0) -> ConnectionPool:
     """The connection pool for ``url``, opened once per process."""
     with _pools_lock:
         if url not in _pools:
@@ -194,19 +200,56 @@ class PostgresStore(Store, Writer):
         return run(self.url, read)
 
     def sparse_many(self, queries: list[str], k: int) -> list[list[Passage]]:
+        """Full-text top-k: candidates are the rows holding the query's rarest lexemes (at most about ``CANDIDATES``
+        rows by the planner's statistics, always the rarest lexeme), ranked by ``ts_rank`` over every lexeme. A row
+        matching only common words would rank low under BM25's IDF anyway; ranking it costs as much as any other, and
+        at a million passages "film" or "first" match 10⁵ rows."""
         query = _sql(
-            "SELECT doc_id, title, text, ts_rank(tsv, q, 1) AS rank FROM {table}, to_tsquery('english', %(q)s) q "
-            "WHERE tsv @@ q ORDER BY rank DESC LIMIT %(k)s", self.name,
+            "SELECT doc_id, title, text, ts_rank(tsv, to_tsquery('simple', %(all)s), 1) AS rank FROM {table} "
+            "WHERE tsv @@ to_tsquery('simple', %(rare)s) ORDER BY rank DESC LIMIT %(k)s", self.name,
         )  # fmt: skip
+        frequency, floor, rows = self._term_statistics()
 
         def read(c: Connection) -> list[list[Passage]]:
             found = []
             for text in queries:
-                terms = query_terms(text)
-                found.append(_passages(c.execute(query, {"q": " | ".join(terms), "k": k}).fetchall()) if terms else [])
+                terms = " ".join(query_terms(text))
+                lexemes = c.execute("SELECT tsvector_to_array(to_tsvector('english', %s))", (terms,)).fetchone()[0]
+                lexemes = sorted((x for x in lexemes if LEXEME.match(x)), key=lambda x: frequency.get(x, floor))
+                if not lexemes:
+                    found.append([])
+                    continue
+                rare, budget = [], 0.0
+                for lexeme in lexemes:
+                    budget += frequency.get(lexeme, floor) * rows
+                    if rare and budget > CANDIDATES:
+                        break
+                    rare.append(lexeme)
+                params = {"all": _disjunction(lexemes), "rare": _disjunction(rare), "k": k}
+                found.append(_passages(c.execute(query, params).fetchall()))
             return found
 
         return run(self.url, read)
+
+    def _term_statistics(self) -> tuple[dict[str, float], float, float]:
+        """(lexeme → share of rows, the share below which unlisted lexemes fall, row estimate) from the planner's
+        statistics on the ``tsvector`` column (``ANALYZE``, kept current by autovacuum); re-read every few minutes."""
+        cached = _statistics.get((self.url, self.name))
+        if cached and time.monotonic() - cached[0] < STATISTICS_TTL:
+            return cached[1]
+        table = f'"ambigqa_{self.name}"'
+        rows = self._query(
+            "SELECT s.most_common_elems::text::text[], s.most_common_elem_freqs, c.reltuples FROM pg_class c "
+            "LEFT JOIN pg_stats s ON s.tablename = %s AND s.attname = 'tsv' WHERE c.oid = %s::regclass",
+            (f"ambigqa_{self.name}", table),
+        )
+        elements, shares, count = rows[0] if rows else (None, None, 0)
+        if elements and shares:
+            statistics = (dict(zip(elements, shares)), float(shares[-3]), max(float(count), 0.0))
+        else:  # never analysed (a small, new table): every lexeme is a candidate
+            statistics = ({}, 0.0, max(float(count or 0), 0.0))
+        _statistics[(self.url, self.name)] = (time.monotonic(), statistics)
+        return statistics
 
     def embeddings(self, passages: list[Passage]) -> np.ndarray:
         if not passages:
@@ -294,10 +337,12 @@ class PostgresStore(Store, Writer):
 
     def finish(self) -> None:
         """Build the HNSW and GIN indexes once the first load is in (a bulk build is much faster than growing them row
-        by row); later loads update them as they insert."""
+        by row); later loads update them as they insert. Refresh the planner's statistics the sparse side reads."""
 
         def build(c: Connection) -> None:
             c.execute("SET maintenance_work_mem = '2GB'")
+            c.execute(_sql("ALTER TABLE {table} ALTER COLUMN tsv SET STATISTICS 1000", self.name))  # 10⁴ lexemes
+            c.execute(_sql("ANALYZE {table}", self.name))
             c.execute(_sql("CREATE INDEX IF NOT EXISTS {sparse} ON {table} USING gin (tsv)", self.name))
             c.execute(_sql("CREATE INDEX IF NOT EXISTS {dense} ON {table} USING hnsw (embedding vector_cosine_ops)",
                            self.name))  # fmt: skip
@@ -310,6 +355,10 @@ class PostgresStore(Store, Writer):
             c.execute(f"DELETE FROM {REGISTRY} WHERE name = %s", (self.name,))
 
         run(self.url, drop)
+
+
+def _disjunction(lexemes: list[str]) -> str:
+    return " | ".join(f"'{x}'" for x in lexemes)
 
 
 def _passages(rows: list[tuple]) -> list[Passage]:

@@ -1,4 +1,4 @@
-"""Command line: ask, doctor, retrieve, ingest, neighbours, eval, bench, serve, load (also ``python -m agent``); heavy
+"""Command line: ask, doctor, retrieve, ingest, postgres, eval, bench, serve, load (also ``python -m agent``); heavy
 imports per command."""
 
 from __future__ import annotations
@@ -36,6 +36,24 @@ def _printable(text: str) -> str:
 def _fail(message: str, code: int = 1) -> None:
     err.print(f"[bold red]error:[/] {escape(_printable(message))}", highlight=False, soft_wrap=True)
     raise typer.Exit(code)
+
+
+@app.callback()
+def store_option(
+    store: str | None = typer.Option(
+        None,
+        "--store",
+        envvar="AMBIGQA_DATABASE_URL",
+        help="PostgreSQL URL (postgresql://user:password@host:5432/db) for passages and clarify threads; unset: the "
+        "embedded Chroma store and SQLite",
+    ),
+) -> None:
+    """Answer ambiguous questions with retrieval-augmented LLM agents."""
+    if store:  # every command, and the servers it starts, read the store from the environment
+        from agent.settings import get_settings
+
+        os.environ["AMBIGQA_DATABASE_URL"] = store
+        get_settings.cache_clear()
 
 
 SHOWN = {"passages", "disambiguations", "answer", "usage", "question"}
@@ -290,14 +308,18 @@ def ingest(
     collection: str = typer.Option(..., "--collection", "-c", help="collection to create or extend"),
     batch_size: int = typer.Option(128, "--batch-size", min=1, max=4096),
     prune: bool = typer.Option(False, "--prune", help="remove stored passages whose id is no longer in the file"),
+    vectors: Path | None = typer.Option(
+        None, "--vectors", help="Parquet file of precomputed vectors (columns id, vector; the corpus's order)"
+    ),
 ) -> None:
     """Sync a corpus into a collection: new passages are embedded and stored, unchanged ones skipped, an edited one
-    (same id, new text) replaces its old version; --prune removes the ones that left the file."""
+    (same id, new text) replaces its old version; --prune removes the ones that left the file. Streams the file in
+    batches; an interrupted ingest continues where it stopped when run again."""
     from agent.errors import AgentError
     from agent.retrieval.ingest import ingest as run_ingest
 
     try:
-        report = run_ingest(corpus, collection, batch_size=batch_size, progress=True, prune=prune)
+        report = run_ingest(corpus, collection, batch_size=batch_size, progress=True, prune=prune, vectors=vectors)
     except AgentError as exc:
         _fail(str(exc))
     except KeyboardInterrupt:
@@ -395,7 +417,22 @@ def bench(
         "all",
         "--suite",
         help="all (the figures above) | retrieval (every first stage × re-ranker, MRecall@5, p50) | ingest (onnx vs "
-        "torch embeddings: passages/s, MRecall@5)",
+        "torch embeddings: passages/s, MRecall@5) | scale (each store at --sizes passages: ingest, index, latency, "
+        "recall, memory)",
+    ),
+    sizes: str = typer.Option("100000,1000000", "--sizes", help="scale suite: corpus sizes"),
+    remeasure: bool = typer.Option(
+        False, "--remeasure", help="scale suite: latency, memory and recall again over the stores already loaded"
+    ),
+    stores: str = typer.Option(
+        "chroma,postgres",
+        "--stores",
+        help="scale suite: stores (PostgreSQL: --store URL, else a local one from pgserver)",
+    ),  # fmt: skip
+    corpora: str = typer.Option(
+        "../shared/data/asqa/corpus.jsonl,../shared/data/hotpotqa/corpus.jsonl",
+        "--corpora",
+        help="scale suite: the real passages the distractors are made from",
     ),
     limit: int | None = typer.Option(
         None, "--limit", min=1, help="retrieval suite: first N questions; ingest suite: first N passages (default all)"
@@ -414,10 +451,33 @@ def bench(
     hybrid × no re-ranker / cross-encoder / ColBERT; with --out each configuration goes to OUT's .retrieval.jsonl.
     ``--suite ingest`` embeds the same passages with the ONNX INT8 and the torch encoder (passages/s each) and, on
     the whole ASQA corpus, reports each one's MRecall@5; with --out the vectors go to OUT's .vectors/ and a re-run
-    resumes."""
+    resumes. ``--suite scale`` loads each store with the real passages plus generated distractors up to each size
+    and measures ingest, index build, dense/sparse/hybrid latency at 1 and 8 clients, HNSW recall@10 and the serving
+    process's memory; its data and results go to OUT's .scale/ (default $AMBIGQA_HOME/bench-scale) and a re-run
+    skips what is measured."""
     from agent.errors import AgentError
     from agent.eval.bench import format_bench, run_bench
 
+    if suite == "scale":
+        from agent.eval.datasets import load_examples
+        from agent.eval.scale import format_scale, scale_suite
+        from agent.settings import get_settings
+
+        try:
+            results = scale_suite(
+                out.with_suffix(".scale") if out else get_settings().home / "bench-scale",
+                [Path(c) for c in _methods(corpora)], [e.question for e in load_examples(dataset)],
+                sizes=tuple(int(n) for n in _methods(sizes)), stores=tuple(_methods(stores)),
+                database_url=get_settings().database_url, remeasure=remeasure,
+                log=lambda line: err.print(line, highlight=False),
+            )  # fmt: skip
+        except AgentError as exc:
+            _fail(str(exc))
+        if out:
+            out.parent.mkdir(parents=True, exist_ok=True)
+            out.write_text(json.dumps(results, indent=2))
+        print(format_scale(results))
+        return
     try:
         results = run_bench(
             corpus, dataset, collection, _methods(methods), questions,
@@ -475,7 +535,9 @@ def serve(
 
     get_settings.cache_clear()
     store_server = None
-    if not get_settings().chroma_url and store_sharing:  # one Chroma process for this server and any ingest beside it
+    if (
+        not get_settings().chroma_url and not get_settings().database_url and store_sharing
+    ):  # one Chroma process for this server and any ingest beside it
         from agent.errors import AgentError
         from agent.retrieval.store_server import StoreServer, registered_url
 
@@ -559,24 +621,30 @@ def load(
 
 
 @app.command()
-def neighbours(
-    collection: str = typer.Option(..., "--collection", "-c", help="an ingested collection"),
-    k: int = typer.Option(10, "--k", min=1, max=100, help="neighbours per passage"),
+def postgres(
+    data: Path = typer.Argument(..., help="data folder (created and initialised on first use)"),
+    port: int = typer.Option(5432, "--port", help="port on 127.0.0.1"),
 ) -> None:
-    """Build SUNAR's neighbourhood graph (each passage's k nearest passages) from the stored embeddings."""
+    """Run a local PostgreSQL with pgvector (PyPI pgserver's binaries) on 127.0.0.1 until Ctrl-C: a store to try
+    AMBIGQA_DATABASE_URL and several `serve` replicas on one machine; trust authentication, not for production."""
+    import time
+
     from agent.errors import AgentError
-    from agent.retrieval.collections import open_store
-    from agent.retrieval.neighbours import build_neighbours, graph_path
+    from agent.retrieval.local_postgres import start
 
     try:
-        store = open_store(collection)
-        graph = build_neighbours(store, k)
+        server = start(data.resolve(), port)
     except AgentError as exc:
         _fail(str(exc))
-    out.print(
-        f"{collection}: {len(graph.ids)} passages × {graph.k} neighbours in {graph.seconds:.1f}s → {graph_path(store, k)}",
-        highlight=False,
-    )
+    err.print(f"PostgreSQL with pgvector on {server.url} (data in {data}); Ctrl-C stops it", highlight=False)
+    print(f"AMBIGQA_DATABASE_URL={server.url}", flush=True)
+    try:
+        while True:
+            time.sleep(3600)
+    except KeyboardInterrupt:
+        pass
+    finally:
+        server.stop()
 
 
 def main() -> None:
