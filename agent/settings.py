@@ -22,6 +22,12 @@ class Settings(BaseSettings):
         default=None,
         description="PostgreSQL (with pgvector) URL for passages and clarify threads; unset = embedded Chroma and SQLite",
     )
+    hnsw_ef_search: int = Field(
+        default=100,
+        ge=10,
+        le=1000,
+        description="HNSW candidates per dense query (recall against speed; docs/deploy.md)",
+    )
     collection: str = "demo"
     embeddings: Literal["onnx", "torch"] = Field(
         default="onnx",

@@ -19,7 +19,7 @@ def test_distractors_are_deterministic_and_stay_near_their_source():
     assert [r["id"] for r in first] == ["r3", "r4", *(f"synthetic:{i}" for i in range(5, 12))]
     assert first == again and np.array_equal(first_vectors, again_vectors)
     cosine_to_source = first_vectors[2:].max(axis=1)  # each source is a one-hot vector
-    assert np.all((cosine_to_source > 0.75) & (cosine_to_source < 0.95))
+    assert np.all((cosine_to_source > 0.55) & (cosine_to_source < 0.8))
     assert np.allclose(np.linalg.norm(first_vectors, axis=1), 1.0, atol=1e-5)
 
 

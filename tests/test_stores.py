@@ -67,6 +67,15 @@ def test_ingest_is_a_sync_on_each_store(store_kind, tmp_path):
     assert store.passages(["hp-premiere", "nope"]) == []
 
 
+def test_an_id_listed_twice_keeps_both_texts_and_a_rerun_changes_nothing(store_kind, tmp_path):
+    twice = [*PASSAGES, dict(PASSAGES[0], text="A second passage filed under the same id.")]
+    name = f"twice-{next(_names)}"
+    first = ingest(_corpus(tmp_path, twice), name, progress=False, batch_size=3)
+    assert (first.added, first.removed) == (7, 0)
+    again = ingest(_corpus(tmp_path, twice), name, progress=False, batch_size=3)
+    assert (again.added, again.removed, again.skipped) == (0, 0, 7)
+
+
 def test_dense_sparse_and_hybrid_find_the_relevant_passage(tiny):
     store = open_store(tiny)
     for kind in ("dense", "bm25", "hybrid"):

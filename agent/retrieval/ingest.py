@@ -148,23 +148,23 @@ def ingest(
 
         bar = tqdm(total=total, unit="passage", desc=f"ingest → {collection} ({writer.backend})")
     try:
-        with writer.locked(), tempfile.TemporaryDirectory() as scratch:
-            seen = _IdSet(Path(scratch) / "ids.sqlite") if prune else None
+        with writer.locked(), tempfile.TemporaryDirectory() as folder:
+            scratch = _Scratch(Path(folder) / "scratch.sqlite")
             batches = _batches(records(path), batch_size)
             given = vector_batches(Path(vectors), batch_size) if vectors else None
             for number, batch in enumerate(batches):
                 supplied = _match(next(given, None), batch, Path(vectors)) if given else None
                 if supplied is not None and check_vectors and number == 0:
                     _check_vectors(batch, supplied, writer.backend)
-                _sync(writer, batch, supplied, tally)
-                if seen:
-                    seen.add([r.id for r in batch])
+                _sync(writer, batch, supplied, tally, scratch)
+                if prune:
+                    scratch.add([r.id for r in batch])
                 if bar:
                     bar.update(len(batch))
             if given and next(given, None) is not None:
                 raise IngestError(f"{vectors} holds more rows than {path}: the files must list the same passages")
-            if seen:
-                tally["removed"] += _prune(writer, seen)
+            if prune:
+                tally["removed"] += _prune(writer, scratch)
             began = time.perf_counter()
             writer.finish()
             tally["index_seconds"] = time.perf_counter() - began
@@ -210,8 +210,12 @@ def _check_vectors(batch: list[CorpusRecord], vectors: np.ndarray, backend: Back
         )
 
 
-def _sync(writer: Writer, batch: list[CorpusRecord], supplied: np.ndarray | None, tally: dict[str, Any]) -> None:
-    """Store the batch's new passages, then remove the older versions of their ids (a reader never sees a gap)."""
+def _sync(
+    writer: Writer, batch: list[CorpusRecord], supplied: np.ndarray | None, tally: dict[str, Any], scratch: _Scratch
+) -> None:
+    """Store the batch's new passages, then remove the older versions of their ids (a reader never sees a gap). A
+    version stored earlier in this same run is not older: an id the file lists twice keeps both texts, as a re-run
+    finds them."""
     unique = {content_id(r.title, r.text): i for i, r in enumerate(batch)}  # duplicates within the batch collapse
     stored = writer.existing(list(unique))
     todo = [(key, i) for key, i in unique.items() if key not in stored]
@@ -225,20 +229,33 @@ def _sync(writer: Writer, batch: list[CorpusRecord], supplied: np.ndarray | None
         else embed([titled_text(r.title, r.text) for r in new], backend=writer.backend)
     )
     older = [(key, doc) for key, doc in writer.versions([r.id for r in new]) if key not in unique]
+    older = [(key, doc) for key, doc in older if key not in scratch.added_now([k for k, _ in older])]
     writer.add([Row(key, r.id, r.title, r.text, r.source, vector) for (key, _), r, vector in zip(todo, new, vectors)])
     writer.delete([key for key, _ in older])
+    scratch.mark_added([key for key, _ in todo])
     tally["added"] += len(todo)
     tally["updated"] += len({doc for _, doc in older})
     tally["removed"] += len(older)
 
 
-class _IdSet:
-    """The corpus's document ids on disk, for ``prune`` without holding them in memory; and the keys to remove."""
+class _Scratch:
+    """What one ingest remembers, on disk: the keys it added, and for ``prune`` the file's ids and the keys to
+    remove."""
 
     def __init__(self, path: Path):
         self.db = sqlite3.connect(path)
-        self.db.execute("CREATE TABLE ids (id TEXT PRIMARY KEY) WITHOUT ROWID")
-        self.db.execute("CREATE TABLE gone (key TEXT PRIMARY KEY) WITHOUT ROWID")
+        for table, column in (("ids", "id"), ("gone", "key"), ("added", "key")):
+            self.db.execute(f"CREATE TABLE {table} ({column} TEXT PRIMARY KEY) WITHOUT ROWID")
+
+    def mark_added(self, keys: list[str]) -> None:
+        with self.db:
+            self.db.executemany("INSERT OR IGNORE INTO added VALUES (?)", [(k,) for k in keys])
+
+    def added_now(self, keys: list[str]) -> set[str]:
+        if not keys:
+            return set()
+        marks = ",".join("?" * len(keys))
+        return {r[0] for r in self.db.execute(f"SELECT key FROM added WHERE key IN ({marks})", keys)}
 
     def add(self, ids: list[str]) -> None:
         with self.db:
@@ -262,7 +279,7 @@ class _IdSet:
             after = page[-1]
 
 
-def _prune(writer: Writer, seen: _IdSet, page_size: int = 5000) -> int:
+def _prune(writer: Writer, seen: _Scratch, page_size: int = 5000) -> int:
     """Remove stored passages whose document id is not in the file (found first, then removed: no paging under
     deletion)."""
     for page in writer.stored(page_size):

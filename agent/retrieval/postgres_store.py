@@ -32,7 +32,6 @@ if TYPE_CHECKING:
 
 T = TypeVar("T")
 REGISTRY = "ambigqa_collections"
-EF_SEARCH = 100  # HNSW candidates per query: recall@10 ≥ 0.95 against exact search (docs/deploy.md)
 CANDIDATES = 5000  # rows a sparse query ranks, about: bounded work per query at any corpus size (docs/deploy.md)
 STATISTICS_TTL = 300.0
 LEXEME = re.compile(r"^[\w.-]+$")
@@ -58,7 +57,9 @@ def _configure(connection: Connection) -> None:
     connection.execute("CREATE EXTENSION IF NOT EXISTS vector")
     connection.commit()
     register_vector(connection)
-    connection.execute(f"SET hnsw.ef_search = {EF_SEARCH}")
+    from agent.settings import get_settings
+
+    connection.execute(f"SET hnsw.ef_search = {int(get_settings().hnsw_ef_search)}")
     connection.commit()
 
 
