@@ -151,7 +151,7 @@ def route(state: RouterState, runtime: Runtime[RouterContext]) -> Literal[Method
 
 
 def build(checkpointer: BaseCheckpointSaver | None = None) -> Any:
-    """Compile the router; clarify mode needs a checkpointer (``ask --clarify`` passes a SQLite one)."""
+    """Compile the router; clarify mode needs a checkpointer (``agent.clarify`` passes ``agent.threads``' one)."""
     builder = StateGraph(
         RouterState, input_schema=QuestionInput, output_schema=RouterOutput, context_schema=RouterContext
     )

@@ -1,6 +1,8 @@
 """The PostgreSQL store (``AMBIGQA_DATABASE_URL``): one table per collection, dense search through a pgvector HNSW
-index, sparse search through PostgreSQL full-text search (a stored ``tsvector`` under a GIN index, ``english``
-configuration, ranked by ``ts_rank`` with length normalisation), neighbours through the same HNSW index.
+index, sparse search through PostgreSQL full-text search (a stored ``tsvector`` under a GIN index, ranked by ``ts_rank``
+with length normalisation), neighbours through the same HNSW index. The ``simple`` configuration (words, no
+stemming), as the Chroma store's FTS5 index: on ASQA dev, bm25 alone reached MRecall@5 0.280 with it and 0.235 with
+``english`` stemming (FTS5's BM25: 0.265).
 
 Everything is answered inside the database: a query returns its top k rows, never the collection. Connections come
 from one ``psycopg_pool`` pool per URL; a database that is down is a ``StoreError`` naming its host and port (never the
@@ -173,7 +175,7 @@ class PostgresStore(Store, Writer):
             c.execute(_sql(
                 "CREATE TABLE IF NOT EXISTS {table} (key text PRIMARY KEY, doc_id text NOT NULL, title text NOT NULL, "
                 f"text text NOT NULL, source text NOT NULL DEFAULT '', embedding vector({EMBEDDING_DIM}) NOT NULL, "
-                "tsv tsvector GENERATED ALWAYS AS (to_tsvector('english', title || ' ' || text)) STORED)", name,
+                "tsv tsvector GENERATED ALWAYS AS (to_tsvector('simple', title || ' ' || text)) STORED)", name,
             ))  # fmt: skip
             c.execute(_sql("CREATE INDEX IF NOT EXISTS {doc} ON {table} (doc_id)", name))
             return c.execute(f"SELECT backend FROM {REGISTRY} WHERE name = %s", (name,)).fetchone()[0]
@@ -215,7 +217,7 @@ class PostgresStore(Store, Writer):
             found = []
             for text in queries:
                 terms = " ".join(query_terms(text))
-                lexemes = c.execute("SELECT tsvector_to_array(to_tsvector('english', %s))", (terms,)).fetchone()[0]
+                lexemes = c.execute("SELECT tsvector_to_array(to_tsvector('simple', %s))", (terms,)).fetchone()[0]
                 lexemes = sorted((x for x in lexemes if LEXEME.match(x)), key=lambda x: frequency.get(x, floor))
                 if not lexemes:
                     found.append([])

@@ -1,6 +1,6 @@
 """Query terms for the sparse side: lower-cased words without the Snowball English stop words.
 
-Both stores drop the same stop words (PostgreSQL's ``english`` configuration uses this list): they carry almost no
+Both stores drop the same stop words from queries (PostgreSQL's ``english`` stop list): they carry almost no
 BM25 weight, and a disjunctive query over "the" or "of" would score nearly every passage of a large corpus.
 """
 

@@ -562,7 +562,11 @@ def serve(
         )  # fmt: skip
 
         routes = ", ".join(f"/{m}" for m in METHODS)
-        err.print(f"serving {routes} and /health on http://{host}:{port} (llm: {get_settings().llm})", highlight=False)
+        store = "PostgreSQL" if get_settings().database_url else "embedded Chroma"
+        err.print(
+            f"serving {routes}, /clarify and /health on http://{host}:{port} (llm: {get_settings().llm}, store: {store})",
+            highlight=False,
+        )
         # uvicorn re-raises SIGTERM after its graceful shutdown: make that an exit, so the store server stops too
         signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
         uvicorn.run(app_, host=host, port=port, log_level="warning")
