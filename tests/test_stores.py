@@ -134,6 +134,23 @@ def test_precomputed_vectors_load_without_embedding(store_kind, tmp_path):
         ingest(_corpus(tmp_path, rows), f"vectors-{next(_names)}", vectors=noise, progress=False)
 
 
+@pytest.mark.parametrize("method", ["diva", "toc", "verdict", "sunar", "router"])
+def test_every_method_runs_on_postgresql(postgres_url, home, tmp_path, method, monkeypatch):
+    """The demo model (``fake``) through each graph over a PostgreSQL collection: retrieval, re-ranking, neighbours."""
+    import agent
+
+    monkeypatch.setenv("AMBIGQA_DATABASE_URL", postgres_url)
+    get_settings.cache_clear()
+    try:
+        name = "every-method"
+        ingest(_corpus(tmp_path, PASSAGES), name, progress=False)
+        result = agent.run("When did the Harry Potter film come out?", method, llm="fake", collection=name)
+        assert result.answer and result.passages
+        assert {p.id for p in result.passages} <= {p["id"] for p in PASSAGES}
+    finally:
+        get_settings.cache_clear()
+
+
 def test_a_method_runs_unchanged_on_each_store(tiny, scripted):
     import agent
 

@@ -21,6 +21,6 @@ def open_writer(name: str, backend: Backend, settings: Settings | None = None) -
     collection = get_client(settings).get_or_create_collection(
         name,
         embedding_function=MiniLMEmbeddingFunction(backend),  # recorded when it is new
-        configuration={"hnsw": {"space": "cosine", "ef_search": settings.hnsw_ef_search}},
+        configuration={"hnsw": {"space": "cosine"}},
     )
     return ChromaStore(collection, settings)
