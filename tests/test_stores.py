@@ -228,3 +228,24 @@ def test_a_killed_ingest_resumes_where_it_stopped(postgres_url, home, tmp_path):
     finally:
         os.environ.pop("AMBIGQA_DATABASE_URL", None)
         get_settings.cache_clear()
+
+
+def test_the_postgres_command_serves_a_database_until_it_is_stopped(tmp_path):
+    import psycopg
+
+    from tests.test_server import _free_port
+
+    port = _free_port()
+    env = {**os.environ, "PYTHONPATH": os.getcwd()}
+    command = [sys.executable, "-m", "agent", "postgres", str(tmp_path / "pg"), "--port", str(port)]
+    proc = subprocess.Popen(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+    try:
+        line = proc.stdout.readline().strip()
+        assert line == f"AMBIGQA_DATABASE_URL=postgresql://postgres@127.0.0.1:{port}/postgres"
+        with psycopg.connect(line.split("=", 1)[1]) as connection:
+            assert connection.execute("SELECT extname FROM pg_extension WHERE extname = 'vector'").fetchone()
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=60) == 0
+    with pytest.raises(psycopg.OperationalError):
+        psycopg.connect(f"postgresql://postgres@127.0.0.1:{port}/postgres", connect_timeout=2)

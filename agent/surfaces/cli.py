@@ -631,6 +631,7 @@ def postgres(
 ) -> None:
     """Run a local PostgreSQL with pgvector (PyPI pgserver's binaries) on 127.0.0.1 until Ctrl-C: a store to try
     AMBIGQA_DATABASE_URL and several `serve` replicas on one machine; trust authentication, not for production."""
+    import signal
     import time
 
     from agent.errors import AgentError
@@ -641,6 +642,11 @@ def postgres(
     except AgentError as exc:
         _fail(str(exc))
     err.print(f"PostgreSQL with pgvector on {server.url} (data in {data}); Ctrl-C stops it", highlight=False)
+
+    def stop(*_: Any) -> None:  # SIGTERM too (a background job ignores Ctrl-C's SIGINT)
+        raise KeyboardInterrupt
+
+    signal.signal(signal.SIGTERM, stop)
     print(f"AMBIGQA_DATABASE_URL={server.url}", flush=True)
     try:
         while True:
