@@ -4,11 +4,11 @@ the real ingest path, timings, HNSW recall against exact search, resume."""
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import numpy as np
 
 from agent.eval.scale import _chunk, exact_top, format_scale, scale_suite
-from tests.conftest import SHARED_DATA
 
 
 def test_distractors_are_deterministic_and_stay_near_their_source():
@@ -38,12 +38,12 @@ def test_exact_top_is_the_brute_force_answer(tmp_path):
 
 
 def test_the_scale_suite_measures_each_store_and_resumes(home, postgres_url, tmp_path):
-    corpora = []
-    for name in ("asqa", "hotpotqa"):
-        path = tmp_path / f"{name}.jsonl"
-        path.write_text("".join((SHARED_DATA / name / "corpus.jsonl").read_text().splitlines(keepends=True)[:150]))
-        corpora.append(path)
-    questions = [json.loads(x)["question"] for x in (SHARED_DATA / "asqa" / "dev.jsonl").read_text().splitlines()[:12]]
+    demo = Path(__file__).resolve().parents[1] / "data" / "demo"
+    lines = (demo / "corpus.jsonl").read_text().splitlines(keepends=True)
+    corpora = [tmp_path / "first.jsonl", tmp_path / "second.jsonl"]  # the suite reads several corpora
+    corpora[0].write_text("".join(lines[:150]))
+    corpora[1].write_text("".join(lines[150:]))
+    questions = [json.loads(x)["question"] for x in (demo / "questions.jsonl").read_text().splitlines()] * 2
     folder = tmp_path / "scale"
     lines: list[str] = []
     results = scale_suite(folder, corpora, questions, sizes=(600,), database_url=postgres_url, clients=(1, 2),

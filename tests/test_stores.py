@@ -23,7 +23,7 @@ from agent.retrieval.collections import open_store
 from agent.retrieval.ingest import ingest
 from agent.retrieval.pipeline import RetrievalOptions, first_stage, search
 from agent.settings import get_settings
-from tests.conftest import PASSAGES, SHARED_DATA
+from tests.conftest import PASSAGES
 
 _names = itertools.count(1)
 
@@ -199,12 +199,12 @@ def test_a_database_that_goes_away_is_one_clear_error_and_serves_again_when_it_r
 
 def test_a_killed_ingest_resumes_where_it_stopped(postgres_url, home, tmp_path):
     """SIGKILL an ingest mid-way (real subprocess, PostgreSQL store); a re-run stores only what is missing."""
-    lines = (SHARED_DATA / "asqa" / "corpus.jsonl").read_text().splitlines()[:400]
-    corpus = tmp_path / "asqa-400.jsonl"
+    lines = (Path(__file__).resolve().parents[1] / "data" / "demo" / "corpus.jsonl").read_text().splitlines()
+    corpus = tmp_path / "demo.jsonl"
     corpus.write_text("\n".join(lines) + "\n")
     unique = len({(json.loads(x)["title"], json.loads(x)["text"]) for x in lines})
     env = {**os.environ, "AMBIGQA_DATABASE_URL": postgres_url, "PYTHONPATH": os.getcwd()}
-    command = [sys.executable, "-m", "agent", "ingest", str(corpus), "-c", "killed", "--batch-size", "16"]
+    command = [sys.executable, "-m", "agent", "ingest", str(corpus), "-c", "killed", "--batch-size", "8"]
     proc = subprocess.Popen(command, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     os.environ["AMBIGQA_DATABASE_URL"] = postgres_url
     get_settings.cache_clear()
@@ -216,7 +216,7 @@ def test_a_killed_ingest_resumes_where_it_stopped(postgres_url, home, tmp_path):
                 stored = open_store("killed").count()
             except CollectionError:
                 stored = 0
-            if stored >= 32:
+            if stored >= 16:
                 break
             time.sleep(0.2)
         proc.send_signal(signal.SIGKILL)
