@@ -16,9 +16,9 @@ from urllib.parse import urlparse
 import numpy as np
 
 from agent.errors import CollectionError
-from agent.retrieval.embeddings import EMBEDDING_DIM, collection_backend
+from agent.retrieval.embeddings import collection_backend
 from agent.retrieval.sparse_index import SparseIndex
-from agent.retrieval.store import Neighbours, Row, Store, Writer, content_id
+from agent.retrieval.store import Neighbours, Row, Store, Writer
 from agent.schemas import Passage
 from agent.settings import Settings, get_settings
 
@@ -144,16 +144,9 @@ class ChromaStore(Store, Writer):
                 for key, doc, m in zip(page["ids"], page["documents"], page["metadatas"])
             ]
 
-    def embeddings(self, passages: list[Passage]) -> np.ndarray:
-        if not passages:
-            return np.zeros((0, EMBEDDING_DIM), dtype=np.float32)
-        keys = [content_id(p.title, p.text) for p in passages]
+    def vectors(self, keys: list[str]) -> dict[str, np.ndarray]:
         got = self.collection.get(ids=keys, include=["embeddings"])
-        by_key = dict(zip(got["ids"], got["embeddings"]))
-        missing = [p.id for p, key in zip(passages, keys) if key not in by_key]
-        if missing:
-            raise CollectionError(f"passages {missing[:3]} are not in collection '{self.name}'")
-        return np.asarray([by_key[key] for key in keys], dtype=np.float32)
+        return dict(zip(got["ids"], got["embeddings"]))
 
     def passages(self, ids: list[str]) -> list[Passage]:
         if not ids:

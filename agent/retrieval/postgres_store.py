@@ -254,17 +254,8 @@ class PostgresStore(Store, Writer):
         _statistics[(self.url, self.name)] = (time.monotonic(), statistics)
         return statistics
 
-    def embeddings(self, passages: list[Passage]) -> np.ndarray:
-        if not passages:
-            return np.zeros((0, EMBEDDING_DIM), dtype=np.float32)
-        from agent.retrieval.store import content_id
-
-        keys = [content_id(p.title, p.text) for p in passages]
-        by_key = dict(self._query("SELECT key, embedding FROM {table} WHERE key = ANY(%s)", (keys,)))
-        missing = [p.id for p, key in zip(passages, keys) if key not in by_key]
-        if missing:
-            raise CollectionError(f"passages {missing[:3]} are not in collection '{self.name}'")
-        return np.asarray([by_key[key] for key in keys], dtype=np.float32)
+    def vectors(self, keys: list[str]) -> dict[str, np.ndarray]:
+        return dict(self._query("SELECT key, embedding FROM {table} WHERE key = ANY(%s)", (keys,)))
 
     def passages(self, ids: list[str]) -> list[Passage]:
         if not ids:

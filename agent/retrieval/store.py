@@ -17,7 +17,8 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from agent.retrieval.embeddings import Backend, embed
+from agent.errors import CollectionError, IngestError
+from agent.retrieval.embeddings import EMBEDDING_DIM, Backend, embed
 
 if TYPE_CHECKING:
     from agent.schemas import Passage
@@ -28,8 +29,6 @@ COLLECTION_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]{2,62}$")  # Chroma's ru
 def check_name(name: str) -> str:
     """``name`` if a collection may be called so; else an ``IngestError`` saying why."""
     if not COLLECTION_NAME.match(name):
-        from agent.errors import IngestError
-
         raise IngestError(
             f"collection name '{name}' is not usable: it needs at least 3 characters, at most 63, of letters, digits, "
             "'_' or '-', starting with a letter or digit"
@@ -91,9 +90,20 @@ class Store(ABC):
     def sparse_many(self, queries: list[str], k: int) -> list[list[Passage]]:
         """Lexical top-k per query (BM25-style scores, higher is better; passages sharing no term are left out)."""
 
-    @abstractmethod
     def embeddings(self, passages: list[Passage]) -> np.ndarray:
         """Stored embeddings of these passages (never re-embedded), row i for passage i."""
+        if not passages:
+            return np.zeros((0, EMBEDDING_DIM), dtype=np.float32)
+        keys = [content_id(p.title, p.text) for p in passages]
+        by_key = self.vectors(keys)
+        missing = [p.id for p, key in zip(passages, keys) if key not in by_key]
+        if missing:
+            raise CollectionError(f"passages {missing[:3]} are not in collection '{self.name}'")
+        return np.asarray([by_key[key] for key in keys], dtype=np.float32)
+
+    @abstractmethod
+    def vectors(self, keys: list[str]) -> dict[str, np.ndarray]:
+        """The stored vectors of these content keys (missing keys are left out)."""
 
     @abstractmethod
     def passages(self, ids: list[str]) -> list[Passage]:

@@ -473,10 +473,7 @@ def bench(
             )  # fmt: skip
         except AgentError as exc:
             _fail(str(exc))
-        if out:
-            out.parent.mkdir(parents=True, exist_ok=True)
-            out.write_text(json.dumps(results, indent=2))
-        print(format_scale(results))
+        _report(results, out, format_scale(results))
         return
     try:
         results = run_bench(
@@ -489,10 +486,15 @@ def bench(
         )  # fmt: skip
     except AgentError as exc:
         _fail(str(exc))
+    _report(results, out, format_bench(results))
+
+
+def _report(results: dict[str, Any], out: Path | None, table: str) -> None:
+    """A benchmark's figures: as JSON to ``out`` when given, and as a table on stdout."""
     if out:
         out.parent.mkdir(parents=True, exist_ok=True)
         out.write_text(json.dumps(results, indent=2))
-    print(format_bench(results))
+    print(table)
 
 
 @app.command()
