@@ -196,7 +196,7 @@ def local_llm(settings: Settings, compare_repack: bool) -> tuple[str, dict[str, 
     """The embedded server: start, one completion, rates and llama.cpp's choices; with ``compare_repack`` a second
     server with repacking the other way, measured the same way and stopped."""
     from agent.llm.gguf import ensure_gguf
-    from agent.llm.local_server import LocalServer, Repacking, local_server
+    from agent.llm.server_launcher import LocalServer, Repacking, local_server
 
     runs = [_local_run(settings, lambda: local_server(settings))]
     if compare_repack:

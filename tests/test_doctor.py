@@ -72,7 +72,7 @@ def test_server_facts_reads_what_llama_cpp_logged():
 def test_a_server_that_dies_while_starting_names_its_exit_code_and_log(tmp_path):
     pytest.importorskip("llama_cpp")
     from agent.errors import LLMCrashError
-    from agent.llm.local_server import LocalServer, Repacking
+    from agent.llm.server_launcher import LocalServer, Repacking
     from agent.settings import Settings
 
     settings = Settings(home=tmp_path, local_startup_timeout=120)
@@ -81,7 +81,7 @@ def test_a_server_that_dies_while_starting_names_its_exit_code_and_log(tmp_path)
 
 
 def test_repacking_is_off_on_amx_cpus_and_when_asked():
-    from agent.llm.local_server import repacking
+    from agent.llm.server_launcher import repacking
     from agent.settings import Settings
 
     sapphire_rapids, epyc = {"avx2", "avx512f", "avx512_vnni", "amx_int8", "amx_tile"}, {"avx2", "fma", "avx512_vnni"}
@@ -94,6 +94,6 @@ def test_repacking_is_off_on_amx_cpus_and_when_asked():
     ("code", "text"), [(-11, "died by SIGSEGV"), (-6, "died by SIGABRT"), (1, "exited with code 1")]
 )
 def test_exit_status_names_the_signal(code, text):
-    from agent.llm.local_server import exit_status
+    from agent.llm.server_launcher import exit_status
 
     assert exit_status(code) == text

@@ -267,44 +267,6 @@ def test_a_hung_endpoint_fails_fast_with_a_clear_error(collection, monkeypatch):
         server.close()
 
 
-def test_the_reused_prefix_is_what_llama_cpp_does_not_evaluate_again():
-    from agent.llm.llama_server import reused_prefix
-
-    assert reused_prefix([1, 2, 3, 9], [1, 2, 3, 4, 5], evaluated=4) == 3
-    assert reused_prefix([1, 2, 3, 9], [1, 2, 3, 4, 5], evaluated=2) == 2  # only evaluated tokens are cached
-    assert reused_prefix([1, 2, 3], [1, 2, 3], evaluated=3) == 2  # the last token is replayed for its logits
-    assert reused_prefix([7, 2], [1, 2], evaluated=2) == 0
-    assert reused_prefix([], [1, 2], evaluated=0) == 0
-
-
-def _context(tokens: list[int], nbytes: int):
-    import numpy as np
-
-    from agent.llm.llama_server import SavedContext
-
-    return SavedContext(tuple(tokens), np.zeros(nbytes, dtype=np.uint8))
-
-
-def test_kept_contexts_are_one_per_prompt_family_and_stay_within_their_bytes():
-    from agent.llm.llama_server import PrefixStates
-
-    states = PrefixStates(capacity_bytes=10_000, family_tokens=4)
-    relax, execute = [1, 2, 3, 4, 5, 6], [9, 8, 7, 6, 5, 4, 3]
-    assert states.closest(execute) == (None, 0)
-    states.keep(_context(relax + [100], 1_000))
-    states.keep(_context(execute + [200], 1_000))
-    states.keep(_context(execute + [201, 202], 1_000))  # the same family: replaces the older context
-    assert len(states.saved) == 2
-    found, shared = states.closest(execute + [300])  # a later execute call finds its family's newest context
-    assert found.tokens == tuple(execute + [201, 202]) and shared == len(execute)
-    assert states.closest(relax + [7])[0].tokens == tuple(relax + [100])  # relax's survived the execute calls
-    for family in range(10):  # unrelated prompts: the least recently used go once the bytes are spent
-        states.keep(_context([50 + family] * 6, 2_500))
-    assert states.nbytes <= 10_000 and len(states.saved) == 3
-    assert states.closest([50] * 6) == (None, 0) and states.closest([59] * 6)[1] == 6
-    assert states.closest(relax)[0] is None
-
-
 def test_cached_prompt_tokens_are_read_from_either_usage_report():
     from langchain_core.messages import AIMessage
 

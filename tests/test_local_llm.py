@@ -22,7 +22,7 @@ def test_local_model_answers_a_demo_question_through_rag(home):
 
 
 def test_a_prompt_family_keeps_its_instructions_prefilled_across_another_family(home):
-    """The embedded server keeps the context of a prompt family it leaves (llama_server.PrefixStates): after an
+    """The embedded server keeps the context of a prompt family it leaves (agent.llm.prefix_states): after an
     unrelated prompt, the next prompt of the first family prefills only what follows their shared instructions."""
     from langchain_core.messages import HumanMessage, SystemMessage
 
@@ -63,7 +63,7 @@ def test_a_server_that_dies_mid_call_is_a_crash_and_the_next_call_starts_a_fresh
 
     from agent.doctor import server_facts
     from agent.errors import LLMCrashError
-    from agent.llm import local_server as servers
+    from agent.llm import server_launcher as servers
     from agent.llm.calls import LLMOptions, ask
     from agent.llm.parsing import parse_long_answer
     from agent.settings import get_settings

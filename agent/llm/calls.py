@@ -217,7 +217,7 @@ def _llm_errors(prompt: str, model: Any) -> Iterator[None]:
         raise
     except Exception as exc:
         if _is_transport_error(exc):
-            from agent.llm.local_server import crash_report
+            from agent.llm.server_launcher import crash_report
 
             if crash := crash_report(getattr(model, "openai_api_base", None)):
                 raise LLMCrashError(crash) from exc

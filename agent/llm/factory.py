@@ -93,7 +93,7 @@ def get_chat_model(
         register_model(name, demo_model(settings.fake_latency))
         return _registry[name]
     if name == "local":
-        from agent.llm.local_server import local_server
+        from agent.llm.server_launcher import local_server
 
         return _client(
             (local_server(settings).url, "local", "local", True), settings, loop

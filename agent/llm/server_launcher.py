@@ -3,7 +3,7 @@
 A separate process keeps llama.cpp's non-thread-safe context away from LangGraph's worker threads (the server
 serialises requests) and a llama.cpp crash away from the app. llama.cpp reuses the KV cache of the longest prefix
 shared with the previous prompt, so calls that share instructions and passages prefill them once; each reply says
-how many prompt tokens came from that cache (``agent.llm.llama_server``).
+how many prompt tokens came from that cache (``agent.llm.server_child``).
 
 A server that dies is reported as a crash (its signal or exit code, the log's last lines, the log's path), and the next
 call starts a fresh one. Weight repacking (``repacking``) is off where llama.cpp is known to crash with it.
@@ -106,7 +106,7 @@ class LocalServer:
         log_dir.mkdir(parents=True, exist_ok=True)
         self.log_path = log_dir / f"llama-server-{self.port}.log"
         cmd = [
-            sys.executable, "-m", "agent.llm.llama_server",  # llama_cpp.server + cached-token counts
+            sys.executable, "-m", "agent.llm.server_child",  # llama_cpp.server + cached-token counts
             "--model", str(model_path),
             "--model_alias", "local",
             "--host", "127.0.0.1",
@@ -116,7 +116,7 @@ class LocalServer:
             "--n_threads_batch", str(threads),
             "--n_batch", "512",
         ]  # fmt: skip
-        if settings.local_state_cache_mb > 0:  # contexts of the prompt families left (llama_server.PrefixStates)
+        if settings.local_state_cache_mb > 0:  # contexts of the prompt families left (agent.llm.prefix_states)
             cmd += ["--state_cache_mb", str(settings.local_state_cache_mb)]
         if not self.repack.on:
             cmd += ["--no_repack"]

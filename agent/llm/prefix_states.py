@@ -1,0 +1,97 @@
+"""Which llama.cpp KV states the embedded server keeps between prompt families: a pure policy over token sequences.
+
+The child server (``agent.llm.server_child``) saves and restores the states; this module only decides which to keep,
+which to load, and how many prompt tokens llama.cpp will not evaluate again.
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+
+def common_prefix(a: Sequence[int], b: Sequence[int]) -> int:
+    """How many leading tokens ``a`` and ``b`` have in common."""
+    shared = 0
+    for x, y in zip(a, b):
+        if x != y:
+            break
+        shared += 1
+    return shared
+
+
+def reused_prefix(cached: Sequence[int], prompt: Sequence[int], evaluated: int) -> int:
+    """The prompt tokens llama.cpp will not evaluate again: the prefix ``prompt`` shares with the ``evaluated``
+    tokens of the cached sequence, less one when the whole prompt matches (its last token is replayed for logits)."""
+    if evaluated <= 0:
+        return 0
+    shared = common_prefix(cached[:evaluated], prompt)
+    return shared - 1 if shared == len(prompt) and shared > 0 else shared
+
+
+@dataclass(frozen=True)
+class SavedState:
+    """A llama.cpp KV state as ``llama_state_get_data`` wrote it, and the tokens it holds."""
+
+    tokens: tuple[int, ...]
+    data: np.ndarray  # uint8
+
+    @property
+    def nbytes(self) -> int:
+        return self.data.nbytes + 8 * len(self.tokens)
+
+
+class PrefixStates:
+    """Saved states of the prompt families the server left, by their tokens, within ``capacity_bytes``.
+
+    A family is the prompts that share ``family_tokens`` or more leading tokens: a method's calls with one
+    instruction and examples (VerDICt's execute calls, the same prompt's calls on the next question). Keeping one
+    family's state means a different family in between (relax before execute, the answer after it) does not cost
+    the next question its instruction's prefill. A newer state replaces its family's older one, and the least
+    recently used family goes first when the bytes run out."""
+
+    def __init__(self, capacity_bytes: int, family_tokens: int = 64):
+        self.capacity_bytes = capacity_bytes
+        self.family_tokens = family_tokens
+        self.saved: OrderedDict[tuple[int, ...], SavedState] = OrderedDict()
+
+    @property
+    def nbytes(self) -> int:
+        return sum(state.nbytes for state in self.saved.values())
+
+    def closest(self, tokens: Sequence[int]) -> tuple[SavedState | None, int]:
+        """The saved state sharing the longest prefix with ``tokens``, and that length (None, 0 if none shares)."""
+        best, length = None, 0
+        for key, state in self.saved.items():
+            shared = common_prefix(key, tokens)
+            if shared > length:
+                best, length = state, shared
+        if best is not None:
+            self.saved.move_to_end(best.tokens)
+        return best, length
+
+    def keep(self, state: SavedState) -> None:
+        """Save ``state``, replacing its family's older one; drop the least recently used past the capacity."""
+        older, shared = self.closest(state.tokens)
+        if older is not None and shared >= self.family_tokens:
+            del self.saved[older.tokens]
+        self.saved[state.tokens] = state
+        while self.nbytes > self.capacity_bytes and self.saved:
+            self.saved.popitem(last=False)
+
+    def switch_to(
+        self, live: Sequence[int], prompt: Sequence[int], save: Callable[[], SavedState]
+    ) -> SavedState | None:
+        """Before evaluating ``prompt`` with the ``live`` tokens in memory: when ``prompt`` leaves the live family, keep
+        the live state (``save`` reads it) and return the kept state to load, one sharing more of ``prompt`` than the
+        live one does; None keeps what is live."""
+        in_memory = common_prefix(live, prompt)
+        if in_memory >= self.family_tokens:
+            return None
+        if len(live) > 0:
+            self.keep(save())
+        state, shared = self.closest(prompt)
+        return state if state is not None and shared > in_memory else None
