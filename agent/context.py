@@ -22,7 +22,7 @@ C = TypeVar("C", bound="RunContext")
 
 class RunContext(BaseModel):
     llm: str = Field(default="", description="LLM provider: local | openai | fake | a registered name; '' = settings")
-    collection: str = Field(default="", description="Chroma collection to retrieve from; '' = settings (demo)")
+    collection: str = Field(default="", description="collection to retrieve from; '' = settings (demo)")
     temperature: float = Field(default=0.3, ge=0, le=2, description="sampling temperature (DIVA A.4: 0.3)")
     max_tokens: int = Field(default=300, ge=16, le=4096, description="max tokens per LLM call (DIVA A.4: 300)")
     structured: bool = Field(default=True, description="grammar/JSON-schema constrained output where supported")
@@ -36,26 +36,28 @@ class RunContext(BaseModel):
         default=3300,
         ge=256,
         le=1_000_000,
-        description="estimated prompt tokens per call: the worked examples get this less 1,300 (passages, instruction, "
-        "per-call part), demo passages shortened, then demos dropped (3,300 leaves the local model's 4,096-token "
-        "context room for a 300-token answer)",
+        description="prompt tokens per call; the casebook gets this less 1,300 (ours: the local model's 4,096-token "
+        "window less a 300-token reply)",
     )
     first_stage: FirstStage = Field(
         default="dense",
-        description="dense (MiniLM) | bm25 | hybrid (reciprocal-rank fusion); dense measured best on ASQA dev",
+        description="dense (MiniLM) | bm25 | hybrid (rank fusion); dense: best on ASQA dev (docs/retrieval.md)",
     )
     reranker: Reranker = Field(
         default="cross-encoder",
-        description="none | cross-encoder (ms-marco-MiniLM-L-12-v2) | colbert (late interaction); the cross-encoder "
-        "measured best for a question's own top 5",
+        description="none | cross-encoder (ms-marco-MiniLM-L-12-v2) | colbert (late interaction); cross-encoder: "
+        "best on ASQA dev (docs/retrieval.md)",
     )
     rerank_depth: int = Field(
-        default=10, ge=1, le=1000, description="first-stage passages the re-ranker scores (10 keeps p50 under 1.5 s)"
+        default=10,
+        ge=1,
+        le=1000,
+        description="first-stage passages the re-ranker scores (docs/retrieval.md: latency against recall)",
     )
     rerank_fusion: bool = Field(
         default=True,
-        description="order the re-ranked passages by reciprocal-rank fusion of the first stage's and the re-ranker's "
-        "orders (measured best on ASQA dev); False: the re-ranker's order alone",
+        description="order re-ranked passages by rank fusion with the first stage's order, else by the re-ranker's "
+        "alone (docs/retrieval.md)",
     )
 
     def llm_options(self) -> LLMOptions:

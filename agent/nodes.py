@@ -18,6 +18,9 @@ from collections.abc import Callable, Coroutine
 from typing import Any, TypeVar
 
 from langgraph._internal._runnable import RunnableCallable  # pinned langgraph: the node type with sync + async twins
+from langgraph.config import get_config
+
+from agent.llm.usage import merge_usage, node_calls, node_usage
 
 T = TypeVar("T")
 
@@ -87,11 +90,27 @@ def run_sync(coroutine: Coroutine[Any, Any, T]) -> T:
 
 
 def llm_node(afunc: Callable[..., Coroutine[Any, Any, dict]]) -> RunnableCallable:
-    """The node for ``add_node``: ``afunc`` awaited under the async API, run by ``run_sync`` under the sync one.
-    LangGraph injects ``runtime``/``config`` into either by ``afunc``'s signature."""
+    """The node for ``add_node``: ``afunc`` awaited under the async API, run by ``run_sync`` under the sync one, its
+    LLM calls' usage added to its update under the node's name. LangGraph injects ``runtime``/``config`` into either
+    by ``afunc``'s signature."""
+
+    @functools.wraps(afunc)
+    async def accounted(*args: Any, **kwargs: Any) -> dict:
+        with node_calls() as calls:
+            update = await afunc(*args, **kwargs)
+        if not calls:
+            return update
+        return {**update, "usage": merge_usage(update.get("usage"), node_usage(_node_name(), *calls))}
 
     @functools.wraps(afunc)
     def func(*args: Any, **kwargs: Any) -> dict:
-        return run_sync(afunc(*args, **kwargs))
+        return run_sync(accounted(*args, **kwargs))
 
-    return RunnableCallable(func, afunc, name=afunc.__name__, trace=False)
+    return RunnableCallable(func, accounted, name=afunc.__name__, trace=False)
+
+
+def _node_name() -> str:
+    try:
+        return get_config().get("metadata", {}).get("langgraph_node", "llm")
+    except RuntimeError:  # called outside a graph run
+        return "llm"

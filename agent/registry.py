@@ -13,20 +13,20 @@ from typing import Any
 from agent.errors import UnknownMethodError
 
 DESCRIPTIONS = {
-    "closed_book": "Answer a question from the model's own knowledge, covering its possible readings.",
-    "rag": "Answer a possibly ambiguous question from retrieved passages, listing each reading with its answer.",
+    "closed_book": "Answer a question from the model's own knowledge, covering its possible interpretations.",
+    "rag": "Answer a possibly ambiguous question from retrieved passages, listing each interpretation with its answer.",
     "diva": "Answer an ambiguous question with DIVA: infer its interpretations, retrieve and verify passages, answer all.",
-    "toc": "Answer an ambiguous question with Tree of Clarifications: explore its readings as a tree, then answer all.",
+    "toc": "Answer an ambiguous question with Tree of Clarifications: explore its interpretations as a tree, then answer all.",
     "verdict": "Answer an ambiguous question with VerDICt: one interpretation per verified passage, consolidated.",
     "sunar": "Answer a complex multi-hop question by decomposing it and retrieving evidence hop by hop.",
     "router": "Answer a question, routing clear ones to simple RAG and ambiguous ones to a disambiguation method.",
 }
 METHODS = tuple(DESCRIPTIONS)
-COSTS = {  # what a call costs (README, measured on ASQA dev with the local model): helps a person or a model choose
+COSTS = {  # what a call costs (docs/methods.md, ASQA dev, local model): helps a person or a model choose
     "closed_book": "1 LLM call, no retrieval; fastest, knows only what the model knows",
     "rag": "2 LLM calls over 5 retrieved passages",
-    "diva": "about 6 LLM calls; best when the question clearly has several readings",
-    "toc": "about 5 LLM calls exploring a tree of readings",
+    "diva": "about 6 LLM calls; best when the question clearly has several interpretations",
+    "toc": "about 5 LLM calls exploring a tree of interpretations",
     "verdict": "about 22 LLM calls, one per retrieved passage; most thorough, slowest",
     "sunar": "a few calls per hop; for multi-hop questions, not ambiguity",
     "router": "1 call to judge ambiguity, then rag or a disambiguation method",

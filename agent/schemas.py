@@ -109,7 +109,7 @@ AmbiguityType = Literal["AmbSub", "AmbObj", "AmbPred", "AmbTime", "AmbLoc", "N/A
 class AmbiguityTyping(BaseModel):
     """DIVA's I_a output: why the question is ambiguous (reason first, so it conditions the types) and how."""
 
-    reason: str = Field(description="the unclear part of the question and the readings it allows")
+    reason: str = Field(description="the unclear part of the question and the interpretations it allows")
     types: list[AmbiguityType] = Field(description="the kinds of ambiguity; N/A when the question has one reading")
 
 

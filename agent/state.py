@@ -1,4 +1,5 @@
-"""The input and output contract every graph shares (DESIGN.md: question in; answer, disambiguations, passages, usage out)."""
+"""The input and output contract every graph shares: the question in; answer, disambiguations, passages, usage out
+(docs/architecture.md)."""
 
 from __future__ import annotations
 

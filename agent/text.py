@@ -31,7 +31,7 @@ def supporting_ids(answer: str, passages: list[Passage]) -> list[str]:
     return [p.id for p in passages if contains_answer(p.full_text, answer)]
 
 
-PASSAGES_HEADING = "Passages retrieved for the question:"  # where a call's own passages start in its shared context
+PASSAGES_HEADING = "Passages retrieved for the question:"  # where a call's own passages start in its shared prefix
 QUOTES = ("«", "»")  # delimit a passage's text in a prompt; removed from the text itself
 
 

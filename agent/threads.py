@@ -43,7 +43,9 @@ class ClarifyResult(BaseModel):
     thread_id: str = Field(description="resume the thread with this id")
     status: Literal["needs_choice", "answered"]
     question: str
-    interpretations: list[str] = Field(default_factory=list, description="the readings to pick from, numbered from 1")
+    interpretations: list[str] = Field(
+        default_factory=list, description="the interpretations to pick from, numbered from 1"
+    )
     answer: str | None = None
     disambiguations: list[Disambiguation] | None = None
     route: str | None = Field(default=None, description="clarify, or the method a clear question went to")

@@ -6,7 +6,6 @@ from langgraph.graph import END, START, StateGraph
 from langgraph.runtime import Runtime
 
 from agent.context import RunContext, context_of
-from agent.llm.calls import usage_update
 from agent.nodes import llm_node
 from agent.state import AnswerOutput, AnswerState, QuestionInput
 from agent.steps.rac import closed_book
@@ -16,7 +15,7 @@ async def answer(state: AnswerState, runtime: Runtime[RunContext]) -> dict:
     ctx = context_of(runtime, RunContext)
     book = await ctx.acasebook(state["question"], "answers")  # one call: no prefix to share, the short examples suffice
     reply = await closed_book(state["question"], ctx.llm_options(), book)
-    return {"answer": reply.value, "disambiguations": [], "passages": [], "usage": usage_update(reply)}
+    return {"answer": reply.value, "disambiguations": [], "passages": []}
 
 
 builder = StateGraph(AnswerState, input_schema=QuestionInput, output_schema=AnswerOutput, context_schema=RunContext)

@@ -18,7 +18,7 @@ from langgraph.runtime import Runtime
 from pydantic import BaseModel, Field
 
 from agent.context import RunContext, context_of
-from agent.llm.calls import Reply, aask, gather_concurrently, usage_update
+from agent.llm.calls import Reply, aask, gather_concurrently
 from agent.llm.parsing import parse_yes_no
 from agent.nodes import llm_node
 from agent.retrieval.pipeline import FirstStage, MemoScorer, Reranker, first_stage, rank_pool
@@ -26,7 +26,7 @@ from agent.schemas import AmbiguityType, Passage, YesNo
 from agent.state import AnswerOutput, QuestionInput
 from agent.steps import rac
 from agent.steps.ambiguity import classify_ambiguity, infer_interpretations
-from agent.steps.casebook import evidence, shared_context
+from agent.steps.casebook import evidence, shared_prefix
 
 Grade = Literal["Useful", "PartialUseful", "Useless"]
 ExtractLayout = Literal["own_examples", "casebook_short"]
@@ -41,48 +41,40 @@ class DivaContext(RunContext):
     )
     first_stage: FirstStage = Field(
         default="hybrid",
-        description="the first stage that fills the pool C_i: hybrid measured best here (oracle MRecall@5 52.0)",
+        description="the first stage that fills the pool C_i; hybrid: best oracle MRecall@5 (docs/retrieval.md)",
     )
     reranker: Reranker = Field(
         default="colbert",
-        description="ranks the pool for each interpretation and scores Eq. 5 (A.4.1); ColBERT measured best here",
+        description="ranks the pool per interpretation, scores Eq. 5 (A.4.1); colbert: best here (docs/retrieval.md)",
     )
     rerank_fusion: bool = Field(
         default=False,
-        description="fuse each interpretation's re-ranked order with the dense order (measured no better here: "
-        "oracle MRecall@5 49.0 with, 50.0 without)",
+        description="fuse each re-ranked order with the dense order (off: no better here; docs/retrieval.md)",
     )
     eq5_scale: Literal["minmax", "raw"] = Field(
         default="minmax",
-        description="Eq. 5 averages each interpretation's relevance min-max scaled over the union: ColBERT's MaxSim "
-        "grows with the interpretation's length (the paper's cosine does not), so raw scores let the longest reading "
-        "decide; raw: the scores as they are",
+        description="minmax: scale each interpretation's relevance over the union before Eq. 5 averages it; raw: as "
+        "scored (ours: docs/methods.md)",
     )
     prompt_tokens: int = Field(
         default=2900,
         ge=256,
         le=1_000_000,
-        description="estimated prompt tokens per call (RunContext's budget): DIVA's casebook gets 1,600, the type "
-        "definitions (~260) and the demos (they carry reasons, types and readings; on 30 ASQA dev questions "
-        "3.2 of the 5 nearest fit before the definitions moved there, 4.0 at 3,300); "
-        "measured against 3,300 there: 11% fewer tokens prefilled, STR-EM and ROUGE-L the same",
+        description="prompt tokens per call; DIVA's casebook gets this less 1,300 (ours: docs/methods.md)",
     )
     max_interpretations: int = Field(
-        default=8, ge=1, le=20, description="cap on pseudo-interpretations = verify calls (ours)"
+        default=8, ge=1, le=20, description="cap on pseudo-interpretations, i.e. on verify calls (ours)"
     )
     extract_layout: ExtractLayout = Field(
         default="casebook_short",
-        description="I_e's prompt. casebook_short: the shared casebook, then the passages (as verify's calls read them), "
-        "I_e's instruction and the question, with a JSON schema asking for short answers; I_g continues its "
-        "conversation. own_examples: instruction, its own nearest pool examples (a demo's passages → its DQ/DA pairs), "
-        "the passages and the question, as in the paper (against casebook_short on 17 ASQA dev questions: STR-EM "
-        "+0.035 [−0.06, +0.14], ROUGE-L −0.063 [−0.11, −0.02]; rows 0–9: 7,906 prefilled tokens a question against 3,409)",
+        description="I_e's prompt: casebook_short (the shared casebook and passages, short JSON answers) or "
+        "own_examples (the paper's); docs/methods.md",
     )
     extract_prompt_tokens: int = Field(
         default=3300, ge=256, le=1_000_000, description="estimated prompt tokens of I_e's own prompt (own_examples)"
     )
     verify_max_tokens: int = Field(
-        default=24, ge=4, le=300, description="a Yes/No needs few tokens (App. A.4.2: 3 on average)"
+        default=24, ge=4, le=300, description="reply tokens of a Yes/No verification (App. A.4.2: 3 on average)"
     )
 
 
@@ -137,7 +129,7 @@ async def type_ambiguity(state: DivaState, runtime: Runtime[DivaContext]) -> dic
         return {}
     ctx = context_of(runtime, DivaContext)
     reply = await classify_ambiguity(state["question"], ctx.llm_options(), await casebook(state, ctx))
-    return {"ambiguity_types": reply.value.types, "ambiguity_reason": reply.value.reason, "usage": usage_update(reply)}
+    return {"ambiguity_types": reply.value.types, "ambiguity_reason": reply.value.reason}
 
 
 async def interpret(state: DivaState, runtime: Runtime[DivaContext]) -> dict:
@@ -145,7 +137,7 @@ async def interpret(state: DivaState, runtime: Runtime[DivaContext]) -> dict:
     question, reason = state["question"], state.get("ambiguity_reason", "")
     reply = await infer_interpretations(question, reason, ctx.llm_options(), await casebook(state, ctx))  # Eq. 3
     interpretations = reply.value[: ctx.max_interpretations] or [question]  # none inferred: the question itself
-    return {"interpretations": interpretations, "usage": usage_update(reply)}
+    return {"interpretations": interpretations}
 
 
 def retrieve(state: DivaState, runtime: Runtime[DivaContext]) -> dict:
@@ -201,7 +193,7 @@ def grade_of(verdicts: list[Verification]) -> Grade:
 async def verify(state: DivaState, runtime: Runtime[DivaContext]) -> dict:
     ctx = context_of(runtime, DivaContext)
     options = ctx.llm_options()
-    context, passages = shared_context(await casebook(state, ctx)), evidence(state["kept"])  # shared with I_e
+    prefix, passages = shared_prefix(await casebook(state, ctx)), evidence(state["kept"])  # shared with I_e
 
     async def check(interpretation: str) -> Reply[bool]:
         return await aask(
@@ -211,7 +203,7 @@ async def verify(state: DivaState, runtime: Runtime[DivaContext]) -> dict:
             schema=YesNo,
             fallback=False,  # unparseable after retries counts as No
             max_tokens=ctx.verify_max_tokens,
-            context=context,
+            prefix=prefix,
             evidence=passages,
             interpretation=interpretation,
         )
@@ -221,7 +213,7 @@ async def verify(state: DivaState, runtime: Runtime[DivaContext]) -> dict:
         Verification(interpretation=q, verdict="Yes" if r.value else "No", parsed=r.parsed)
         for q, r in zip(state["interpretations"], replies)
     ]
-    return {"verdicts": verdicts, "grade": grade_of(verdicts), "usage": usage_update(*replies)}
+    return {"verdicts": verdicts, "grade": grade_of(verdicts)}
 
 
 async def rag_extract(state: DivaState, runtime: Runtime[DivaContext]) -> dict:
@@ -239,7 +231,6 @@ async def rag_extract(state: DivaState, runtime: Runtime[DivaContext]) -> dict:
         "passages": kept,
         "route": "rag",
         "short_extract_reply": reply.text if continued else None,
-        "usage": usage_update(reply),
     }
 
 
@@ -249,7 +240,7 @@ async def rag_generate(state: DivaState, runtime: Runtime[DivaContext]) -> dict:
     book, extracted = await casebook(state, ctx), state.get("short_extract_reply")
     history = rac.short_extract_transcript(question, passages, options, book, extracted) if extracted else None
     reply = await rac.generate(question, state["disambiguations"], passages, options, book, history)  # Eq. 2
-    return {"answer": reply.value, "usage": usage_update(reply)}
+    return {"answer": reply.value}
 
 
 async def closed_book(state: DivaState, runtime: Runtime[DivaContext]) -> dict:
@@ -260,7 +251,6 @@ async def closed_book(state: DivaState, runtime: Runtime[DivaContext]) -> dict:
         "disambiguations": [],
         "passages": [],
         "route": "closed_book",
-        "usage": usage_update(reply),
     }
 
 

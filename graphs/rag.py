@@ -9,7 +9,6 @@ from langgraph.runtime import Runtime
 from pydantic import Field
 
 from agent.context import RunContext, context_of
-from agent.llm.calls import usage_update
 from agent.nodes import llm_node
 from agent.retrieval.pipeline import search
 from agent.state import AnswerOutput, AnswerState, QuestionInput
@@ -19,9 +18,7 @@ from agent.steps.rac import extract, generate
 class RagContext(RunContext):
     top_k: int = Field(default=5, ge=1, le=50, description="passages retrieved for the question (DIVA A.3: 5)")
     structured: bool = Field(
-        default=False,
-        description="I_e as JSON under a grammar; default: the papers' DQ/DA text, which the small local model "
-        "answers faster and grounds better (docs/answers.md)",
+        default=False, description="I_e as JSON under a grammar, else the papers' DQ/DA text (ours: docs/answers.md)"
     )
 
 
@@ -36,14 +33,14 @@ async def rag_extract(state: AnswerState, runtime: Runtime[RagContext]) -> dict:
     reply = await extract(
         state["question"], state["passages"], ctx.llm_options(), await ctx.acasebook(state["question"])
     )
-    return {"disambiguations": reply.value, "usage": usage_update(reply)}
+    return {"disambiguations": reply.value}
 
 
 async def rag_generate(state: AnswerState, runtime: Runtime[RagContext]) -> dict:
     ctx = context_of(runtime, RagContext)
     book = await ctx.acasebook(state["question"])  # the same examples and passages as rag_extract: a cached prefix
     reply = await generate(state["question"], state["disambiguations"], state["passages"], ctx.llm_options(), book)
-    return {"answer": reply.value, "usage": usage_update(reply)}
+    return {"answer": reply.value}
 
 
 builder = StateGraph(AnswerState, input_schema=QuestionInput, output_schema=AnswerOutput, context_schema=RagContext)

@@ -19,7 +19,7 @@ from langgraph.types import interrupt
 from pydantic import Field
 
 from agent.context import RunContext, context_of, make_context
-from agent.llm.calls import gather_concurrently, usage_update
+from agent.llm.calls import gather_concurrently
 from agent.llm.usage import merge_usage
 from agent.nodes import llm_node
 from agent.schemas import AmbiguityType, Disambiguation, Passage, UsageReport
@@ -67,7 +67,7 @@ async def type_ambiguity(state: RouterState, runtime: Runtime[RouterContext]) ->
     reply = await classify_ambiguity(
         state["question"], ctx.llm_options(), await ctx.acasebook(state["question"], "ambiguity")
     )
-    return {"ambiguity_types": reply.value.types, "ambiguity_reason": reply.value.reason, "usage": usage_update(reply)}
+    return {"ambiguity_types": reply.value.types, "ambiguity_reason": reply.value.reason}
 
 
 def delegate(method: Method) -> Any:
@@ -92,7 +92,6 @@ async def interpret(state: RouterState, runtime: Runtime[RouterContext]) -> dict
     reply = await infer_interpretations(state["question"], state.get("ambiguity_reason", ""), ctx.llm_options(), book)
     return {
         "interpretations": reply.value[: ctx.max_interpretations] or [state["question"]],
-        "usage": usage_update(reply),
     }
 
 

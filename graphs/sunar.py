@@ -15,14 +15,14 @@ from langgraph.runtime import Runtime
 from pydantic import BaseModel, Field
 
 from agent.context import RunContext, context_of
-from agent.llm.calls import LLMOptions, Reply, aask, ask, run_concurrently, usage_update
+from agent.llm.calls import LLMOptions, Reply, aask, ask, run_concurrently
 from agent.llm.parsing import parse_self_ask, parse_short_answer
 from agent.nodes import llm_node
 from agent.retrieval.nar import neighbourhood_rerank
 from agent.retrieval.pipeline import FirstStage, first_stage
 from agent.retrieval.rerank import rerank
 from agent.retrieval.scorers import DEFAULT_RERANKER, get_scorer
-from agent.schemas import Disambiguation, Passage
+from agent.schemas import Passage
 from agent.state import AnswerOutput, QuestionInput
 from agent.steps.equivalence import get_equivalence, semantic_sets
 from agent.text import normalize_answer, render_passages, supporting_ids
@@ -62,12 +62,13 @@ class Hop(BaseModel):
     sub_question: str
     answer: str
     evidence_ids: list[str] = Field(default_factory=list, description="top-l passages the answer came from")
+    supporting_ids: list[str] = Field(default_factory=list, description="those of them that contain the answer")
     semantic_sets: list[int] = Field(default_factory=list, description="ASU semantic sets s of each NAR batch")
     frontier_passages: int = Field(default=0, description="passages of R+ that came from the neighbour frontier")
 
 
 class SunarOutput(AnswerOutput, total=False):
-    reasoning_path: list[Hop]
+    hops: list[Hop]  # the reasoning path; SUNAR returns no disambiguations
 
 
 class SunarState(QuestionInput, SunarOutput, total=False):
@@ -88,7 +89,7 @@ def _facts(path: list[Hop]) -> str:
 
 async def decompose(state: SunarState, runtime: Runtime[SunarContext]) -> dict:
     ctx = context_of(runtime, SunarContext)
-    path = state.get("reasoning_path", [])
+    path = state.get("hops", [])
     if len(path) >= ctx.max_hops:
         return {"sub_question": ""}
     fallback = (False, "") if path else (True, state["question"])  # unusable output: stop, or retrieve for the question
@@ -99,10 +100,10 @@ async def decompose(state: SunarState, runtime: Runtime[SunarContext]) -> dict:
     follow_up, text = reply.value
     asked = {normalize_answer(h.sub_question) for h in path}
     if not follow_up and not path:  # Self-Ask answered without evidence: retrieve for the question itself
-        return {"sub_question": state["question"], "draft_answer": text, "usage": usage_update(reply)}
+        return {"sub_question": state["question"], "draft_answer": text}
     if not follow_up or normalize_answer(text) in asked:  # done, or going round in circles
-        return {"sub_question": "", "draft_answer": "" if follow_up else text, "usage": usage_update(reply)}
-    return {"sub_question": text, "usage": usage_update(reply)}
+        return {"sub_question": "", "draft_answer": "" if follow_up else text}
+    return {"sub_question": text}
 
 
 def after_decompose(state: SunarState) -> Literal["nar_retrieve", "meta_reason"]:
@@ -123,20 +124,22 @@ def _sample_answers(sub_question: str, batch: list[Passage], path: list[Hop], ct
     return run_concurrently(sample, range(ctx.samples), ctx.max_concurrency)
 
 
-def nar_retrieve(state: SunarState, runtime: Runtime[SunarContext]) -> dict:
-    """NAR with ASU feedback. Synchronous: its LLM samples are asked from inside the re-ranking loop's callback, so
-    under the async API LangGraph runs it on a worker thread (its samples stay concurrent there)."""
-    ctx = context_of(runtime, SunarContext)
+async def nar_retrieve(state: SunarState, runtime: Runtime[SunarContext]) -> dict:
+    """NAR with ASU feedback, on a worker thread: its LLM samples are asked from inside the re-ranking loop's
+    callback (they stay concurrent there)."""
+    return await asyncio.to_thread(nar_rerank, state, context_of(runtime, SunarContext))
+
+
+def nar_rerank(state: SunarState, ctx: SunarContext) -> dict:
+    """R+ of the pending sub-question and its NAR batches (the bench runs it too, inside ``node_calls``)."""
     store = ctx.store()
     sub_question = state["sub_question"]
     r0 = first_stage(store, [sub_question], ctx.first_stage_k, ctx.first_stage)[0]  # first stage R0
-    replies: list[Reply[str]] = []
     sets_per_batch: list[int] = []
     equivalence = get_equivalence(ctx.equivalence, ctx.llm_options())
 
     def answer_semantic_sets(batch: list[Passage]) -> float:  # Algorithm 1 lines 6–7
-        samples = _sample_answers(sub_question, batch, state.get("reasoning_path", []), ctx)
-        replies.extend(samples)
+        samples = _sample_answers(sub_question, batch, state.get("hops", []), ctx)
         sets_per_batch.append(len(semantic_sets(sub_question, [r.value for r in samples], equivalence)))
         return float(sets_per_batch[-1])
 
@@ -150,16 +153,13 @@ def nar_retrieve(state: SunarState, runtime: Runtime[SunarContext]) -> dict:
         rescore=answer_semantic_sets if ctx.asu else None,
     )
     batches = [{"source": b.source, "ids": b.ids, "semantic_sets": int(b.divisor)} for b in result.batches]
-    update: dict = {"ranked": result.ranked, "nar_batches": batches}
-    if replies:
-        update["usage"] = usage_update(*replies)
-    return update
+    return {"ranked": result.ranked, "nar_batches": batches}
 
 
 async def answer_sub(state: SunarState, runtime: Runtime[SunarContext]) -> dict:
     ctx = context_of(runtime, SunarContext)
     top = state["ranked"][: ctx.answer_top_k]
-    path = state.get("reasoning_path", [])
+    path = state.get("hops", [])
     reply = await aask(
         "sunar_answer_sub", ctx.short_options(), parse=parse_short_answer, fallback=UNKNOWN,
         passages=render_passages(top, ctx.passage_words), path=_facts(path), question=state["sub_question"],
@@ -171,14 +171,9 @@ async def answer_sub(state: SunarState, runtime: Runtime[SunarContext]) -> dict:
         evidence_ids=[p.id for p in top],
         semantic_sets=[b["semantic_sets"] for b in state.get("nar_batches", [])] if ctx.asu else [],
         frontier_passages=sum(p.id in frontier for p in state["ranked"]),
+        supporting_ids=supporting_ids(reply.value, top),
     )
-    found = Disambiguation(question=hop.sub_question, answer=hop.answer, passage_ids=supporting_ids(hop.answer, top))
-    return {
-        "reasoning_path": path + [hop],
-        "evidence": state.get("evidence", []) + top,
-        "disambiguations": state.get("disambiguations", []) + [found],
-        "usage": usage_update(reply),
-    }
+    return {"hops": path + [hop], "evidence": state.get("evidence", []) + top}
 
 
 async def meta_reason(state: SunarState, runtime: Runtime[SunarContext]) -> dict:
@@ -191,19 +186,19 @@ async def meta_reason(state: SunarState, runtime: Runtime[SunarContext]) -> dict
 
     ranked = await asyncio.to_thread(best_first)
     evidence = ranked[: ctx.evidence_k]
-    path = state.get("reasoning_path", [])
+    path = state.get("hops", [])
     fallback = state.get("draft_answer") or (path[-1].answer if path else UNKNOWN)
     reply = await aask(
         "sunar_meta_reason", ctx.short_options(), parse=parse_short_answer, fallback=fallback,
         passages=render_passages(evidence, ctx.passage_words), path=_self_ask_path(path),
         question=state["question"],
     )  # fmt: skip
-    return {"answer": reply.value, "passages": evidence, "retrieved": ranked, "usage": usage_update(reply)}
+    return {"answer": reply.value, "passages": evidence, "retrieved": ranked}
 
 
 builder = StateGraph(SunarState, input_schema=QuestionInput, output_schema=SunarOutput, context_schema=SunarContext)
 builder.add_node("decompose", llm_node(decompose))
-builder.add_node("nar_retrieve", nar_retrieve)
+builder.add_node("nar_retrieve", llm_node(nar_retrieve))
 builder.add_node("answer_sub", llm_node(answer_sub))
 builder.add_node("meta_reason", llm_node(meta_reason))
 builder.add_edge(START, "decompose")

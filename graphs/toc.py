@@ -26,7 +26,7 @@ from pydantic import BaseModel, Field
 from typing_extensions import TypedDict
 
 from agent.context import RunContext, context_of
-from agent.llm.calls import Reply, aask, gather_concurrently, usage_update
+from agent.llm.calls import Reply, aask, gather_concurrently
 from agent.llm.parsing import parse_true_false
 from agent.llm.usage import merge_usage
 from agent.nodes import llm_node
@@ -83,7 +83,7 @@ class TreeNode(Clarification):
     depth: int = 0
     pruned: bool = False
     expanded: int = Field(default=0, description="times this node was expanded")
-    context_ids: list[str] = Field(default_factory=list, description="passages its expansions showed RAC")
+    read_ids: list[str] = Field(default_factory=list, description="passages its expansions showed RAC")
 
 
 class Expansion(BaseModel):
@@ -124,7 +124,7 @@ class ExpandState(ExpandInput, total=False):
     (No output schema: LangGraph streams a subgraph's updates only for its output keys, which would hide ``rerank``.)
     """
 
-    context: list[Passage]
+    node_passages: list[Passage]  # what RAC reads for this node
     children: list[Clarification]
     finished: list[Expansion]
     usage: Annotated[UsageReport, merge_usage]
@@ -136,20 +136,20 @@ class ExpandState(ExpandInput, total=False):
 def rerank(state: ExpandState, runtime: Runtime[TocContext]) -> dict:
     """Sec. 3.2: passages are reranked for the current node's question; a re-expansion skips what the node read."""
     ctx = context_of(runtime, TocContext)
-    seen = set(state["node"].context_ids)
+    seen = set(state["node"].read_ids)
     pool = [p for p in state["root_pool"] if p.id not in seen]
-    return {"context": rank_pool(ctx.store(), state["node"].question, pool, ctx.top_k, ctx.retrieval())}
+    return {"node_passages": rank_pool(ctx.store(), state["node"].question, pool, ctx.top_k, ctx.retrieval())}
 
 
 async def clarify(state: ExpandState, runtime: Runtime[TocContext]) -> dict:
     """RAC (Sec. 3.1): DQ/DA pairs for the node's question from its top passages; none when no passage is left."""
-    if not state["context"]:
+    if not state["node_passages"]:
         return {"children": [], "finished": [_expansion(state, [])]}
     ctx = context_of(runtime, TocContext)
     book = await ctx.acasebook(state["root_question"])  # one set of examples for the whole tree: a shared prefix
-    reply = await rac.extract(state["node"].question, state["context"], ctx.llm_options(), book)
+    reply = await rac.extract(state["node"].question, state["node_passages"], ctx.llm_options(), book)
     children = [Clarification(**pair.model_dump()) for pair in reply.value]
-    return {"children": children, "finished": [_expansion(state, children)], "usage": usage_update(reply)}
+    return {"children": children, "finished": [_expansion(state, children)]}
 
 
 async def prune(state: ExpandState, runtime: Runtime[TocContext]) -> dict:
@@ -180,12 +180,11 @@ async def prune(state: ExpandState, runtime: Runtime[TocContext]) -> dict:
     replies = await gather_concurrently(verify, list(zip(to_verify, evidence)), ctx.max_concurrency)
     rejected = {id(c) for c, r in zip(to_verify, replies) if not r.value}
     children = [c.model_copy(update={"pruned_by": "verification"}) if id(c) in rejected else c for c in children]
-    update = {"usage": usage_update(*replies)} if replies else {}
-    return {"children": children, "finished": [_expansion(state, children)], **update}
+    return {"children": children, "finished": [_expansion(state, children)]}
 
 
 def _expansion(state: ExpandState, children: list[Clarification]) -> Expansion:
-    return Expansion(node_id=state["node"].id, passage_ids=[p.id for p in state["context"]], children=children)
+    return Expansion(node_id=state["node"].id, passage_ids=[p.id for p in state["node_passages"]], children=children)
 
 
 def duplicate_flags(candidates: list[Disambiguation], known: list[Disambiguation], similarity: float) -> list[bool]:
@@ -271,7 +270,7 @@ def grow(state: TocState, runtime: Runtime[TocContext]) -> dict:
     for node_id in frontier:
         result, parent = results[node_id], tree[node_id]
         tree[node_id] = parent.model_copy(
-            update={"expanded": parent.expanded + 1, "context_ids": [*parent.context_ids, *result.passage_ids]}
+            update={"expanded": parent.expanded + 1, "read_ids": [*parent.read_ids, *result.passage_ids]}
         )
         if stop:  # ran concurrently, but sequential BFS would have stopped before this expansion
             continue
@@ -348,7 +347,6 @@ async def generate(state: TocState, runtime: Runtime[TocContext]) -> dict:
         "disambiguations": pairs,
         "passages": passages,
         "retrieved": answer_passages(nodes, state["pool"], max(ctx.answer_passages, RETRIEVED)),
-        "usage": usage_update(reply),
     }
 
 

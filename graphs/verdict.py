@@ -14,7 +14,7 @@ from langgraph.runtime import Runtime
 from pydantic import Field
 
 from agent.context import RunContext, context_of
-from agent.llm.calls import Reply, aask, gather_concurrently, usage_update
+from agent.llm.calls import Reply, aask, gather_concurrently
 from agent.llm.parsing import parse_execution, parse_long_answer, parse_query
 from agent.nodes import llm_node
 from agent.retrieval.embeddings import embed
@@ -44,26 +44,24 @@ class VerdictContext(RunContext):
         le=20,
         description="passages the answer step reads: the cited ones, or the top ones if all abstain",
     )
-    answer_from: Literal["passages", "readings"] = Field(
+    answer_from: Literal["passages", "disambiguations"] = Field(
         default="passages",
-        description="what the answer reads beside the readings: their cited passages (each prefilled a second time, "
-        "after its execute call) or nothing more (each reading was already drawn from its passage by execute); with no "
-        "reading it reads the top passages either way",
+        description="what the answer reads beside the disambiguations: their cited passages (the paper) or nothing "
+        "more; with none it reads the top passages",
     )
     append_uncited: bool = Field(
         default=False,
-        description="append each reading the answer failed to cite to the answer text (every reading then appears, "
-        "which lifts STR-EM over methods that do not; the paper does not append)",
+        description="append each disambiguation the answer failed to cite to its text (off, as in the paper)",
     )
 
 
 class VerdictOutput(AnswerOutput, total=False):
     relaxed_query: str  # Eq. 6
-    readings: list[Disambiguation]  # Algorithm 1 lines 5–9: one per non-abstaining passage, citing it, in rank order
+    candidates: list[Disambiguation]  # Algorithm 1 lines 5–9: one per non-abstaining passage, citing it, by rank
     abstentions: int  # passages whose I_E reply was null
     unparsed: int  # passages whose I_E reply stayed unusable after retries (also dropped)
-    cluster_labels: list[int]  # HDBSCAN label per reading; -1 = outlier
-    uncited: int  # readings the answer did not cite (appended to it with append_uncited)
+    cluster_labels: list[int]  # HDBSCAN label per candidate; -1 = outlier
+    uncited: int  # disambiguations the answer did not cite (appended to it with append_uncited)
 
 
 class VerdictState(QuestionInput, VerdictOutput, total=False):
@@ -75,7 +73,7 @@ async def relax(state: VerdictState, runtime: Runtime[VerdictContext]) -> dict:
     reply = await aask(
         "verdict_relax", options, parse=parse_query, fallback=state["question"], question=state["question"]
     )
-    return {"relaxed_query": reply.value, "usage": usage_update(reply)}  # Eq. 6
+    return {"relaxed_query": reply.value}  # Eq. 6
 
 
 def retrieve(state: VerdictState, runtime: Runtime[VerdictContext]) -> dict:
@@ -100,28 +98,27 @@ async def execute(state: VerdictState, runtime: Runtime[VerdictContext]) -> dict
         )
 
     replies = await gather_concurrently(one, state["passages"], ctx.max_concurrency)
-    readings = [
+    candidates = [
         Disambiguation(question=r.value.question, answer=r.value.answer, passage_ids=[p.id])
         for p, r in zip(state["passages"], replies)
         if r.value is not None  # Algorithm 1 line 8
     ]
     return {
-        "readings": readings,
+        "candidates": candidates,
         "abstentions": sum(r.parsed and r.value is None for r in replies),
         "unparsed": sum(not r.parsed for r in replies),
-        "usage": usage_update(*replies),
     }
 
 
 def consolidate(state: VerdictState, runtime: Runtime[VerdictContext]) -> dict:
     ctx = context_of(runtime, VerdictContext)
-    readings = state["readings"]
-    texts = [f"{r.question} {r.answer}" if ctx.cluster_on == "question_answer" else r.question for r in readings]
+    candidates = state["candidates"]
+    texts = [f"{c.question} {c.answer}" if ctx.cluster_on == "question_answer" else c.question for c in candidates]
     vectors = embed(texts)  # f: the retriever's encoder, one batch
     conservative = ctx.consolidation == "conservative"
     labels = hdbscan_labels(vectors, ctx.min_cluster_size, ctx.min_samples, conservative)  # Algorithm 1 line 10
     kept = representatives(vectors, labels)  # lines 12–14: medoids; outliers dropped unless all are outliers
-    return {"disambiguations": [readings[i] for i in kept], "cluster_labels": labels}
+    return {"disambiguations": [candidates[i] for i in kept], "cluster_labels": labels}
 
 
 async def answer(state: VerdictState, runtime: Runtime[VerdictContext]) -> dict:
@@ -133,8 +130,8 @@ async def answer(state: VerdictState, runtime: Runtime[VerdictContext]) -> dict:
     cite = [f"[{number[d.passage_ids[0]]}]" for d in pairs]
     shown = [d.model_copy(update={"answer": f"{d.answer} {c}"}) for d, c in zip(pairs, cite)]
     fallback = {"fallback": " ".join(f"{d.question} {d.answer}." for d in shown)} if shown else {}
-    if ctx.answer_from == "readings" and shown:
-        prompt, evidence = "verdict_answer_readings", {}
+    if ctx.answer_from == "disambiguations" and shown:
+        prompt, evidence = "verdict_answer_disambiguations", {}
     else:
         prompt, evidence = (
             "verdict_answer",
@@ -153,7 +150,7 @@ async def answer(state: VerdictState, runtime: Runtime[VerdictContext]) -> dict:
     )
     missing = [f"{d.question} {d.answer}." for d, c in zip(shown, cite) if c not in reply.value]
     answer = " ".join([reply.value, *missing]) if ctx.append_uncited else reply.value
-    return {"answer": answer, "uncited": len(missing), "usage": usage_update(reply)}
+    return {"answer": answer, "uncited": len(missing)}
 
 
 builder = StateGraph(

@@ -12,8 +12,8 @@ OWN_FIELDS = {
     "rag": set(),
     "diva": {"ambiguity_types", "ambiguity_reason", "interpretations", "kept", "verdicts", "grade", "route"},
     "toc": {"tree", "stop_reason", "expansions"},
-    "verdict": {"relaxed_query", "readings", "abstentions", "unparsed", "cluster_labels", "uncited"},
-    "sunar": {"reasoning_path"},
+    "verdict": {"relaxed_query", "candidates", "abstentions", "unparsed", "cluster_labels", "uncited"},
+    "sunar": {"hops"},
     "router": {"ambiguity_types", "ambiguity_reason", "route", "interpretations", "chosen"},
 }
 

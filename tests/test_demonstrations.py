@@ -19,7 +19,7 @@ def _normal(question: str) -> str:
 
 
 def _scored_questions() -> set[str]:
-    """Every question a benchmark scores: ASQA dev questions and their gold readings, HotpotQA dev questions."""
+    """Every question a benchmark scores: ASQA dev questions and their gold interpretations, HotpotQA dev questions."""
     asqa = [json.loads(line) for line in (SHARED_DATA / "asqa" / "dev.jsonl").read_text().splitlines()]
     hotpot = [json.loads(line) for line in (SHARED_DATA / "hotpotqa" / "dev.jsonl").read_text().splitlines()]
     questions = {r["question"] for r in asqa} | {p["question"] for r in asqa for p in r["qa_pairs"]}

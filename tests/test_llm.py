@@ -38,12 +38,12 @@ def test_constrained_output_format_per_provider():
     assert json_response_format("fake", schema) is None
 
 
-def test_prompt_puts_the_shared_context_first_and_the_per_call_part_last(scripted):
+def test_prompt_puts_the_shared_prefix_first_and_the_per_call_part_last(scripted):
     name, model = scripted({"rag_extract": "DQ 1: Q?\nDA 1: A"})
     ask("rag_extract", LLMOptions(llm=name), parse=parse_disambiguations, question="Which?")
     system, user = model.calls[0].messages
     assert "DQ 1:" in system.content and "Which?" not in system.content  # without a context: instruction, then call
-    ask("rag_extract", LLMOptions(llm=name), parse=parse_disambiguations, context="[1] T | text", question="Which?")
+    ask("rag_extract", LLMOptions(llm=name), parse=parse_disambiguations, prefix="[1] T | text", question="Which?")
     system, user = model.calls[1].messages
     assert system.content == "[1] T | text"  # the question's shared prefix, then the instruction and the call
     assert user.content.index("DQ 1:") < user.content.index("Which?")

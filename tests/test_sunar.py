@@ -233,13 +233,13 @@ def test_sunar_decomposes_retrieves_answers_and_reasons_over_the_path(planted, s
                        neighbours_k=2, on_node=lambda n, u, s: nodes.append(n))  # fmt: skip
     assert nodes == ["decompose", "nar_retrieve", "answer_sub"] * 2 + ["decompose", "meta_reason"]
     assert result.answer == "Ostra"
-    path = result.extra["reasoning_path"]
+    path = result.extra["hops"]
     assert [(h.sub_question, h.answer) for h in path] == [
         ("What is the capital city of Zorbania?", "Velmora"), ("Which river flows through Velmora?", "Ostra")]  # fmt: skip
     assert "zorbania" in path[0].evidence_ids and "velmora" in path[1].evidence_ids
     assert set(path[0].semantic_sets) == {1}  # five identical samples per batch: one semantic set
-    assert [d.answer for d in result.disambiguations] == ["Velmora", "Ostra"]
-    assert "velmora" in result.disambiguations[1].passage_ids
+    assert [h.answer for h in path] == ["Velmora", "Ostra"] and result.disambiguations == []
+    assert "velmora" in path[1].supporting_ids
     assert len(result.passages) <= 10 and {"zorbania", "velmora"} <= {p.id for p in result.passages}
     batches = len(path[0].semantic_sets) + len(path[1].semantic_sets)
     assert model.prompts().count("sunar_answer_sub") == 5 * batches + 2  # m samples per NAR batch + one answer per hop
@@ -264,8 +264,8 @@ def test_more_semantic_sets_lower_the_retrieved_scores(planted, scripted):
 
     consistent, consistent_retrieved = run(["Answer: Velmora"])
     uncertain, uncertain_retrieved = run(["Answer: Velmora", "Answer: Ostra", "Answer: the Paris.", "Answer: Vienna"])
-    assert consistent.extra["reasoning_path"][0].semantic_sets == [1, 1]
-    assert uncertain.extra["reasoning_path"][0].semantic_sets == [4, 4]  # 4 per batch
+    assert consistent.extra["hops"][0].semantic_sets == [1, 1]
+    assert uncertain.extra["hops"][0].semantic_sets == [4, 4]  # 4 per batch
     scores = {p.id: p.score for p in consistent_retrieved}
     for p in uncertain_retrieved:
         assert p.score == pytest.approx(scores[p.id] / 4, abs=1e-5)
@@ -276,18 +276,18 @@ def test_without_asu_nar_makes_no_llm_calls(planted, scripted):
                             "sunar_answer_sub": "Answer: Velmora", "sunar_meta_reason": "Answer: Velmora"})  # fmt: skip
     result = agent.run(QUESTION, method="sunar", llm=name, collection=planted, asu=False, budget=4)
     assert model.prompts() == ["sunar_decompose", "sunar_answer_sub", "sunar_decompose", "sunar_meta_reason"]
-    assert result.extra["reasoning_path"][0].semantic_sets == []
+    assert result.extra["hops"][0].semantic_sets == []
 
 
 def test_decomposition_stops_at_max_hops_and_on_a_repeated_sub_question(planted, scripted):
     name, model = scripted({"sunar_decompose": "Follow up: " + SUB_QUESTION, "sunar_answer_sub": "Answer: Velmora",
                             "sunar_meta_reason": "Answer: Velmora"})  # fmt: skip
     result = agent.run(QUESTION, method="sunar", llm=name, collection=planted, asu=False, budget=4, max_hops=3)
-    assert len(result.extra["reasoning_path"]) == 1  # the repeat ends the loop
+    assert len(result.extra["hops"]) == 1  # the repeat ends the loop
     name, model = scripted({"sunar_decompose": _cycle([f"Follow up: {SUB_QUESTION} ({i})" for i in range(9)]),
                             "sunar_answer_sub": "Answer: Velmora", "sunar_meta_reason": "Answer: Velmora"})  # fmt: skip
     result = agent.run(QUESTION, method="sunar", llm=name, collection=planted, asu=False, budget=4, max_hops=2)
-    assert len(result.extra["reasoning_path"]) == 2
+    assert len(result.extra["hops"]) == 2
     assert model.prompts().count("sunar_decompose") == 2  # the third decision is the hop limit, not a call
 
 
@@ -295,20 +295,20 @@ def test_a_direct_answer_without_evidence_still_retrieves_for_the_question(plant
     name, model = scripted({"sunar_decompose": "So the final answer is: Ostra", "sunar_answer_sub": "Answer: Ostra",
                             "sunar_meta_reason": ""})  # fmt: skip
     result = agent.run(QUESTION, method="sunar", llm=name, collection=planted, asu=False, budget=4, retries=0)
-    assert [h.sub_question for h in result.extra["reasoning_path"]] == [QUESTION]
+    assert [h.sub_question for h in result.extra["hops"]] == [QUESTION]
     assert result.answer == "Ostra"  # MER's output was unusable: Self-Ask's own answer is the fallback
 
 
 def test_sunar_runs_on_the_demo_script(planted):
     result = agent.run(QUESTION, method="sunar", llm="fake", collection=planted, budget=4, samples=2)
-    assert result.answer and result.extra["reasoning_path"]
+    assert result.answer and result.extra["hops"]
 
 
 def test_unusable_decomposition_after_a_hop_ends_the_loop(planted, scripted):
     name, _ = scripted({"sunar_decompose": ["Follow up: " + SUB_QUESTION, "Hmm."], "sunar_answer_sub": "Answer: Velmora",
                         "sunar_meta_reason": ""})  # fmt: skip
     result = agent.run(QUESTION, method="sunar", llm=name, collection=planted, asu=False, budget=4, retries=0)
-    assert len(result.extra["reasoning_path"]) == 1
+    assert len(result.extra["hops"]) == 1
     assert result.answer == "Velmora"  # neither MER nor Self-Ask answered: the last intermediate answer stands
 
 

@@ -95,7 +95,7 @@ def test_a_model_that_finds_no_new_dqs_stops_after_three_failed_expansions(hocke
     assert result.extra["stop_reason"] == "3 failed expansions in a row"
     assert result.extra["tree"] == [root] and result.disambiguations == []
     assert root.expanded == 3 and model.prompts() == ["rag_extract"] * 3 + ["rag_generate"]
-    assert len(set(root.context_ids)) == 15  # each retry of the root reads five passages it has not read yet
+    assert len(set(root.read_ids)) == 15  # each retry of the root reads five passages it has not read yet
 
 
 def test_depth_never_exceeds_three_and_a_spent_frontier_restarts_from_the_root(hockey, scripted):
@@ -108,7 +108,7 @@ def test_depth_never_exceeds_three_and_a_spent_frontier_restarts_from_the_root(h
     tree = result.extra["tree"]
     assert max(n.depth for n in tree) == 3 and all(n.expanded == 0 for n in tree if n.depth == 3)
     assert tree[0].expanded == 2  # depth 3 was reached after 7 expansions: the root and valid nodes went again
-    assert len(set(tree[0].context_ids)) == 10  # ... on passages the root had not read
+    assert len(set(tree[0].read_ids)) == 10  # ... on passages the root had not read
     assert result.extra["stop_reason"] == "15 expansions" and result.extra["expansions"] == 15
 
 
@@ -221,8 +221,8 @@ def test_each_expansion_reranks_the_pool_for_its_own_question(hockey, scripted):
     name, _ = scripted({"rag_extract": by_question({AQ: pairs(dq)}), "rag_generate": GENERATE})
     result = run(name, hockey, max_failures=1)
     root, child = result.extra["tree"][:2]
-    assert child.context_ids[0] == "para-hockey-2018" != root.context_ids[0]
-    assert len(child.context_ids) == 5 and set(child.context_ids) <= {p[0] for p in PASSAGES}
+    assert child.read_ids[0] == "para-hockey-2018" != root.read_ids[0]
+    assert len(child.read_ids) == 5 and set(child.read_ids) <= {p[0] for p in PASSAGES}
 
 
 def test_toc_is_registered_and_exports_the_shared_contract_and_its_tree():

@@ -56,8 +56,8 @@ def test_retrieval_uses_the_relaxed_query_once(collection, scripted):
 
 def test_abstaining_passages_produce_no_interpretation_and_are_counted(collection, scripted):
     result, _ = run_verdict(collection, scripted, {"hp-premiere": PREMIERE, "hp-us": US, "hp-book": BOOK})
-    readings = result.extra["readings"]
-    assert sorted(c.passage_ids[0] for c in readings) == ["hp-book", "hp-premiere", "hp-us"]
+    candidates = result.extra["candidates"]
+    assert sorted(c.passage_ids[0] for c in candidates) == ["hp-book", "hp-premiere", "hp-us"]
     assert result.extra["abstentions"] == 3 and result.extra["unparsed"] == 0
     cited = {pid for d in result.disambiguations for pid in d.passage_ids}
     assert cited <= {"hp-book", "hp-premiere", "hp-us"}
@@ -102,7 +102,7 @@ def test_answer_cites_the_grounding_passage_of_every_interpretation(collection, 
     assert result.answer.startswith("It premiered in London")
 
 
-def test_uncited_readings_are_appended_only_when_asked(collection, scripted):
+def test_uncited_disambiguations_are_appended_only_when_asked(collection, scripted):
     by_passage = {"hp-premiere": PREMIERE, "hp-us": US, "hp-book": BOOK}
     plain, _ = run_verdict(collection, scripted, by_passage)
     assert plain.answer == ANSWER.removeprefix("Answer: ").strip() and plain.extra["uncited"] >= 1
@@ -126,7 +126,7 @@ def test_an_answer_cut_at_max_tokens_keeps_its_whole_sentences_and_counts_what_i
     name, _ = scripted(script)
     result = agent.run(QUESTION, method="verdict", llm=name, collection=collection, top_k=6)
     assert re.fullmatch(r"It premiered in London on 4 November 2001 \[\d+\]\.", result.answer)
-    assert len(result.disambiguations) == 2 and result.extra["uncited"] == 1  # the US reading's citation was cut
+    assert len(result.disambiguations) == 2 and result.extra["uncited"] == 1  # the US disambiguation's citation was cut
 
 
 def test_execution_calls_share_instructions_and_question_and_end_with_their_passage(collection, scripted):
@@ -149,27 +149,29 @@ def test_execution_fans_out_concurrently(collection, scripted):
 
 def test_unusable_execution_is_dropped_and_counted_separately(collection, scripted):
     result, model = run_verdict(collection, scripted, {"hp-premiere": "I cannot tell.", "hp-us": US}, retries=1)
-    assert [c.passage_ids for c in result.extra["readings"]] == [["hp-us"]]
+    assert [c.passage_ids for c in result.extra["candidates"]] == [["hp-us"]]
     assert result.extra["unparsed"] == 1 and result.extra["abstentions"] == 4
     assert model.prompts().count("verdict_execute") == 7  # one retry for the unusable reply
 
 
-def test_the_answer_can_read_the_readings_alone_and_still_cites_their_passages(collection, scripted):
+def test_the_answer_can_read_the_disambiguations_alone_and_still_cites_their_passages(collection, scripted):
     name, model = scripted(
         {
             "verdict_relax": RELAXED,
             "verdict_execute": executes({"hp-premiere": PREMIERE, "hp-us": US}),
-            "verdict_answer_readings": ANSWER,
+            "verdict_answer_disambiguations": ANSWER,
         }
     )
-    result = agent.run(QUESTION, method="verdict", llm=name, collection=collection, top_k=6, answer_from="readings")
+    result = agent.run(
+        QUESTION, method="verdict", llm=name, collection=collection, top_k=6, answer_from="disambiguations"
+    )
     answer_call = model.calls[-1]
-    assert model.prompts()[-1] == "verdict_answer_readings"
+    assert model.prompts()[-1] == "verdict_answer_disambiguations"
     assert "Passages:" not in answer_call.user and " | «" not in answer_call.user  # no passage text is read again
-    numbers = re.findall(r"DA \d+: .+ \[(\d)\]", answer_call.user)  # each reading names its passage's number
+    numbers = re.findall(r"DA \d+: .+ \[(\d)\]", answer_call.user)  # each disambiguation names its passage's number
     assert sorted(result.passages[int(n) - 1].id for n in numbers) == ["hp-premiere", "hp-us"]
     assert result.answer.startswith("It premiered")
-    _, fallback = run_verdict(collection, scripted, {}, answer_from="readings")  # nothing read: the top passages
+    _, fallback = run_verdict(collection, scripted, {}, answer_from="disambiguations")  # nothing read: the top passages
     assert fallback.prompts()[-1] == "verdict_answer" and "[1] " in fallback.calls[-1].user
 
 
@@ -182,7 +184,7 @@ def test_all_abstain_still_answers_from_the_top_passages(collection, scripted):
     assert result.answer
 
 
-def test_question_only_embedding_clusters_readings_whatever_their_answers(collection, scripted):
+def test_question_only_embedding_clusters_candidates_whatever_their_answers(collection, scripted):
     film, novel = "When was the film released?", "When was the novel published?"
     replies = {
         "hp-premiere": f"Interpretation: {film}\nAnswer: 4 November 2001",
@@ -199,7 +201,7 @@ def test_conservative_setting_returns_fewer_interpretations(collection, scripted
     replies = {"hp-premiere": PREMIERE, "hp-us": US, "hp-book": BOOK}
     default, _ = run_verdict(collection, scripted, replies)
     conservative, _ = run_verdict(collection, scripted, replies, consolidation="conservative")
-    assert len(default.disambiguations) == 3  # all outliers: every reading kept
+    assert len(default.disambiguations) == 3  # all outliers: every candidate kept
     assert sorted(conservative.extra["cluster_labels"]) == [OUTLIER, 0, 0]
     assert [d.passage_ids for d in conservative.disambiguations] in ([["hp-premiere"]], [["hp-us"]])
 
@@ -212,13 +214,13 @@ def test_hdbscan_needs_two_items_and_medoid_maximises_summed_similarity():
     assert representatives(vectors, [0, 0, OUTLIER, 1]) == [0, 3]
 
 
-def test_verdict_exports_the_shared_contract_and_its_readings():
+def test_verdict_exports_the_shared_contract_and_its_candidates():
     from graphs.verdict import graph
 
     assert graph.get_input_jsonschema()["required"] == ["question"]
     assert set(graph.get_output_jsonschema()["properties"]) == {
         "answer", "disambiguations", "passages", "usage",
-        "relaxed_query", "readings", "abstentions", "unparsed", "cluster_labels", "retrieved", "uncited",
+        "relaxed_query", "candidates", "abstentions", "unparsed", "cluster_labels", "retrieved", "uncited",
     }  # fmt: skip
 
 

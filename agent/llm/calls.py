@@ -17,15 +17,14 @@ from typing import Any, Generic, TypeVar
 
 from langchain_core.messages import AIMessage, BaseMessage
 from langchain_core.runnables.config import ContextThreadPoolExecutor
-from langgraph.config import get_config
 from pydantic import BaseModel
 
 from agent.errors import LLMCrashError, LLMError, LLMUnavailableError
 from agent.llm.factory import get_chat_model, json_response_format
 from agent.llm.parsing import ParseError
 from agent.llm.prompts import load_prompt, render
-from agent.llm.usage import call_usage, node_usage
-from agent.schemas import NodeUsage, UsageReport
+from agent.llm.usage import call_usage, record
+from agent.schemas import NodeUsage
 
 T = TypeVar("T")
 R = TypeVar("R")
@@ -74,13 +73,13 @@ def transcript(
     reply: str,
     *,
     schema: type[BaseModel] | None = None,
-    context: str = "",
+    prefix: str = "",
     **variables: str,
 ) -> list[BaseMessage]:
     """The messages ``ask`` sent for these arguments, then ``reply``: the ``history`` of a call that continues that
     conversation, so the model's prefix cache serves everything up to the new turn."""
     hint = _schema_hint(schema) if schema and _response_format(options, schema) else ""
-    return [*render(prompt, system_suffix=hint, context=context, **variables), AIMessage(content=reply)]
+    return [*render(prompt, system_suffix=hint, prefix=prefix, **variables), AIMessage(content=reply)]
 
 
 def ask(
@@ -91,16 +90,16 @@ def ask(
     schema: type[BaseModel] | None = None,
     fallback: T = _NO_FALLBACK,
     max_tokens: int | None = None,
-    context: str = "",
+    prefix: str = "",
     history: Sequence[BaseMessage] = (),
     **variables: str,
 ) -> Reply[T]:
     """Call the LLM with ``prompts/<prompt>.txt``; ``parse`` turns the text (plain or JSON) into the value.
 
-    ``context`` is the question's shared prefix (``agent.steps.casebook``); ``history`` an earlier call's
+    ``prefix`` is the question's shared prefix (``agent.steps.casebook``); ``history`` an earlier call's
     ``transcript``, continued by this call's turn. Replies are capped at ``max_tokens``, else at the prompt file's
     ``max_tokens`` (what its reply needs), never above the run's ``options.max_tokens``."""
-    attempts = _attempts(prompt, options, parse, schema, fallback, max_tokens, context, history, variables)
+    attempts = _attempts(prompt, options, parse, schema, fallback, max_tokens, prefix, history, variables)
     model, messages, config = get_chat_model(options.llm), next(attempts), _call_config(prompt)
     params = attempts.send(None)
     while True:
@@ -114,6 +113,7 @@ def ask(
         try:
             params = attempts.send((message, time.perf_counter() - start))
         except StopIteration as done:
+            record(done.value.usage)
             return done.value
 
 
@@ -125,13 +125,13 @@ async def aask(
     schema: type[BaseModel] | None = None,
     fallback: T = _NO_FALLBACK,
     max_tokens: int | None = None,
-    context: str = "",
+    prefix: str = "",
     history: Sequence[BaseMessage] = (),
     **variables: str,
 ) -> Reply[T]:
     """``ask`` awaited: the same prompt, parsing, retries and fallback, with the running event loop's client. What
     may block (reading the prompt file, starting the embedded server) runs on a worker thread."""
-    attempts = _attempts(prompt, options, parse, schema, fallback, max_tokens, context, history, variables)
+    attempts = _attempts(prompt, options, parse, schema, fallback, max_tokens, prefix, history, variables)
     messages = await asyncio.to_thread(next, attempts)
     model = await asyncio.to_thread(get_chat_model, options.llm, loop=asyncio.get_running_loop())
     config = _call_config(prompt)
@@ -147,6 +147,7 @@ async def aask(
         try:
             params = attempts.send((message, time.perf_counter() - start))
         except StopIteration as done:
+            record(done.value.usage)
             return done.value
 
 
@@ -157,7 +158,7 @@ def _attempts(
     schema: type[BaseModel] | None,
     fallback: T,
     max_tokens: int | None,
-    context: str,
+    prefix: str,
     history: Sequence[BaseMessage],
     variables: dict[str, str],
 ) -> Generator[Any, Any, Reply[T]]:
@@ -165,7 +166,7 @@ def _attempts(
     each reply with its seconds; returns the ``Reply`` (or raises ``OutputError``). Only the calling differs."""
     response_format = _response_format(options, schema)
     hint = _schema_hint(schema) if schema and response_format else ""
-    yield render(prompt, system_suffix=hint, context=context, history=history, **variables)
+    yield render(prompt, system_suffix=hint, prefix=prefix, history=history, **variables)
     tokens = max_tokens or min(load_prompt(prompt).max_tokens or options.max_tokens, options.max_tokens)
     usage = NodeUsage()
     text = ""
@@ -274,12 +275,3 @@ async def gather_concurrently(fn: Callable[[T], Awaitable[R]], items: Iterable[T
             return await fn(item)
 
     return list(await asyncio.gather(*(one(item) for item in items)))
-
-
-def usage_update(*replies: Reply[Any]) -> UsageReport:
-    """The state update for the current node's LLM calls (the node name comes from LangGraph's config)."""
-    try:
-        node = get_config().get("metadata", {}).get("langgraph_node", "llm")
-    except RuntimeError:
-        node = "llm"
-    return node_usage(node, *(r.usage for r in replies))

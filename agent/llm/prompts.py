@@ -1,8 +1,8 @@
 """Load prompt files from ``prompts/``: what calls share first, the per-call part last (llama.cpp's prefix cache).
 
 A prompt file is ``[max_tokens: N]`` (optional first line: the reply's token cap), the instruction, a
-``<<<user>>>`` line, and the per-call part. A call with a shared ``context`` (a question's worked examples and
-passages, ``agent.steps.casebook``) sends that context as the system message and the instruction after it, so that
+``<<<user>>>`` line, and the per-call part. A call with a shared ``prefix`` (a question's worked examples and
+passages, ``agent.steps.casebook``) sends that prefix as the system message and the instruction after it, so that
 every call of the question starts with the same tokens. An instruction may open with ``$evidence`` (the question's
 passages): calls that read the same passages under different instructions then share them too (DIVA's verify and I_e).
 A file without that line is a preface: fixed text a casebook opens with (``load_preface``), such as DIVA's definitions
@@ -63,11 +63,11 @@ def estimate_tokens(text: str) -> int:
 
 
 def render(
-    name: str, system_suffix: str = "", context: str = "", history: Sequence[BaseMessage] = (), **variables: str
+    name: str, system_suffix: str = "", prefix: str = "", history: Sequence[BaseMessage] = (), **variables: str
 ) -> list[BaseMessage]:
-    """The messages of one call: [instruction, per-call part], or with a shared ``context``
-    [context, instruction + per-call part], or after an earlier call's ``history`` (its messages and reply, which
-    hold the context) [*history, instruction + per-call part]."""
+    """The messages of one call: [instruction, per-call part], or with a shared ``prefix``
+    [prefix, instruction + per-call part], or after an earlier call's ``history`` (its messages and reply, which
+    hold the prefix) [*history, instruction + per-call part]."""
     prompt = load_prompt(name)
     instruction = prompt.instruction.substitute(variables).strip()
     if system_suffix:
@@ -75,6 +75,6 @@ def render(
     user = prompt.user.substitute(variables)
     if history:
         return [*history, HumanMessage(f"{instruction}\n\n{user}")]
-    if context:
-        return [SystemMessage(context), HumanMessage(f"{instruction}\n\n{user}")]
+    if prefix:
+        return [SystemMessage(prefix), HumanMessage(f"{instruction}\n\n{user}")]
     return [SystemMessage(instruction), HumanMessage(user)]

@@ -297,7 +297,7 @@ DEMO_SCRIPT: dict[str, Reply] = {
     "verdict_relax": _demo_relax,
     "verdict_execute": _demo_execute,
     "verdict_answer": _demo_verdict_answer,
-    "verdict_answer_readings": _demo_verdict_answer,
+    "verdict_answer_disambiguations": _demo_verdict_answer,
     "eval_verify": "Yes",
     "eval_match": _demo_match,
     "eval_dedup": _demo_dedup,

@@ -1,6 +1,14 @@
-"""Usage accounting: every LLM call's tokens and seconds, summed per graph node by the state reducer."""
+"""Usage accounting: every LLM call's tokens and seconds, summed per graph node by the state reducer.
+
+``ask``/``aask`` ``record`` each call (its retries included) toward the node running it; ``agent.nodes.llm_node``
+opens that node's ``calls`` and adds them to the node's state update, so nodes never account usage themselves.
+"""
 
 from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
 
 from langchain_core.messages import AIMessage
 
@@ -42,3 +50,25 @@ def merge_usage(left: UsageReport | dict | None, right: UsageReport | dict | Non
 def node_usage(node: str, *usages: NodeUsage) -> UsageReport:
     total = sum(usages, NodeUsage())
     return UsageReport(total=total, by_node={node: total})
+
+
+_node_calls: ContextVar[list[NodeUsage] | None] = ContextVar("ambigqa_node_calls", default=None)
+
+
+def record(usage: NodeUsage) -> None:
+    """Count one call toward the node running it; outside a node (a plain ``ask``) nothing counts it."""
+    calls = _node_calls.get()
+    if calls is not None:
+        calls.append(usage)
+
+
+@contextmanager
+def node_calls() -> Iterator[list[NodeUsage]]:
+    """The usage of every call made inside the block, its concurrent tasks and worker threads included (they copy
+    this context, and with it the list)."""
+    calls: list[NodeUsage] = []
+    token = _node_calls.set(calls)
+    try:
+        yield calls
+    finally:
+        _node_calls.reset(token)

@@ -76,12 +76,12 @@ def usable(backend: Backend) -> Backend:
 def embed(texts: list[str], batch_size: int = 8, backend: Backend | None = None) -> np.ndarray:
     """Unit-normalised float32 embeddings, one row per text (cosine similarity = dot product).
 
-    Batches of 8 embed the ASQA corpus 1.28× faster than batches of 32 with either backend on 2 cores: a batch's
-    activations stay in cache and length-sorted rows pad less."""
+    Small batches are the default: a batch's activations stay in cache and length-sorted rows pad less
+    (docs/speed.md)."""
     if not texts:
         return np.zeros((0, EMBEDDING_DIM), dtype=np.float32)
-    # A few queries run 20× faster on one thread when another process (the LLM server) keeps the cores busy:
-    # OpenMP workers spin-wait for each other. Batches (ingest) use every core.
+    # A few queries run on one thread: with another process (the LLM server) keeping the cores busy, OpenMP workers
+    # would spin-wait for each other (docs/speed.md). Batches (ingest) use every core.
     threads = 1 if len(texts) <= 8 else os.cpu_count() or 1
     with _encode_lock:  # one forward pass at a time; threads share the model
         if (backend or get_settings().embeddings) == "onnx" and (onnx := load_onnx_encoder()) is not None:

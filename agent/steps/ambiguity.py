@@ -16,7 +16,7 @@ DEMO_FILE = "ambiguity"
 
 
 class AmbiguityDemo(Demo):
-    """A pool question with its ambiguity types and reason (written for this repository) and its gold readings."""
+    """A pool question with its ambiguity types and reason (written for this repository) and its gold interpretations."""
 
     pool_id: str
     types: list[AmbiguityType]
@@ -41,7 +41,7 @@ async def classify_ambiguity(question: str, options: LLMOptions, book: str) -> R
         parse=_typing,
         schema=AmbiguityTyping,
         fallback=AmbiguityTyping(reason="", types=[]),
-        context=book,
+        prefix=book,
         question=question,
     )
 
@@ -65,7 +65,7 @@ async def infer_interpretations(question: str, reason: str, options: LLMOptions,
         options,
         parse=parse_numbered_list,
         fallback=[],
-        context=book,
+        prefix=book,
         **variables,
     )
     return reply.with_value(_unique(reply.value))

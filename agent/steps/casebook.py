@@ -4,7 +4,7 @@ passages, then the per-call instruction — so the local model prefills the exam
 llama.cpp reuses the KV cache of the longest prefix a prompt shares with the previous one. When each prompt carries
 its own demonstrations first (the papers' layout), consecutive calls share nothing and every call prefills its
 examples and passages again. Here a demonstration shows every field the method's prompts need — a pool question with
-its evidence, gold disambiguations and human long answer, and for DIVA also the ambiguity reason, types and readings
+its evidence, gold disambiguations and human long answer, and for DIVA also the ambiguity reason, types and interpretations
 — so that I_a, I_p, verification, I_e, I_g and I_l all read the same examples (the papers' k nearest, from the
 few-shot pool only) and differ only in the instruction that follows (DIVA's I_e can have its own examples instead:
 ``agent.steps.rac``). A method whose only call is I_l (closed book) gets the short form, question and long answer,
@@ -54,8 +54,8 @@ class Case:
             return "\n".join([*lines, f"Long answer: {self.example.long_answer}"])
         if self.typing:
             types = ", ".join(f"[{t}]" for t in self.typing.types)
-            readings = "\n".join(f"{i}: {q}" for i, q in enumerate(self.typing.interpretations, 1))
-            lines += [f"##Reason: {self.typing.reason}", f"##Answer: {types}", f"Readings:\n{readings}"]
+            interpretations = "\n".join(f"{i}: {q}" for i, q in enumerate(self.typing.interpretations, 1))
+            lines += [f"##Reason: {self.typing.reason}", f"##Answer: {types}", f"Readings:\n{interpretations}"]
         lines += [
             f"Evidence:\n{render_passages(self.example.passages, words, focus=self.example.answers)}",
             f"Disambiguations:\n{render_pairs(self.example.pairs)}",
@@ -90,7 +90,7 @@ def casebook(question: str, shots: Shots, source: Source = "pool") -> str:
     return "\n\n".join(parts)
 
 
-def shared_context(book: str, passages: list[Passage] | None = None) -> str:
+def shared_prefix(book: str, passages: list[Passage] | None = None) -> str:
     """The shared prefix of a call: the casebook, then (for calls that read them) the question's passages."""
     parts = [book] if book else []
     if passages is not None:
@@ -99,6 +99,6 @@ def shared_context(book: str, passages: list[Passage] | None = None) -> str:
 
 
 def evidence(passages: list[Passage]) -> str:
-    """The question's passages under their heading: in the shared context, or opening a call's own turn (``$evidence``
+    """The question's passages under their heading: in the shared prefix, or opening a call's own turn (``$evidence``
     in a prompt), so that calls over the same passages share them whatever instruction follows."""
     return f"{PASSAGES_HEADING}\n{render_passages(passages) or '(none)'}"

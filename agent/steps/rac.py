@@ -5,7 +5,7 @@ k pool demonstrations nearest to the question (DIVA A.4; ToC A.3 found demonstra
 The demonstrations are the question's casebook (``agent.steps.casebook``): every call of a question starts with the
 same examples and passages, so the second call prefills only its instruction. DIVA's I_e has its own two layouts
 (``extract_layout``), because after that shared prefix the small local model writes sentences as short answers
-(README, issue 18): ``extract(short=True)``, its default — the casebook, then the passages opening the user turn (as
+(docs/answers.md): ``extract(short=True)``, its default — the casebook, then the passages opening the user turn (as
 DIVA's verify calls open theirs), the instruction and the question, with a schema asking for short answers, whose
 conversation DIVA's I_g continues (``short_extract_transcript``) — and ``extract_with_examples``, the paper's own
 prompt (its own examples: a demo's passages → its DQ/DA pairs).
@@ -23,7 +23,7 @@ from agent.llm.calls import LLMOptions, OutputError, Reply, aask, transcript
 from agent.llm.parsing import ParseError, parse_disambiguations, parse_long_answer, sentences, whole_sentences
 from agent.llm.prompts import estimate_tokens, load_prompt, render
 from agent.schemas import Disambiguation, ExtractedPairs, Passage, QAPair, ShortExtractedPairs
-from agent.steps.casebook import evidence, shared_context
+from agent.steps.casebook import evidence, shared_prefix
 from agent.steps.fewshot import PoolExample, Shots, fit_examples, pool_demos
 from agent.text import (
     COPY_LIMIT,
@@ -54,11 +54,11 @@ async def extract(
 
 
 def _extract_call(question: str, passages: list[Passage], book: str) -> dict[str, str]:
-    return {"context": shared_context(book, passages), "question": question}
+    return {"prefix": shared_prefix(book, passages), "question": question}
 
 
 def _short_extract_call(question: str, passages: list[Passage], book: str) -> dict[str, str]:
-    return {"context": shared_context(book), "question": question, "evidence": evidence(passages)}
+    return {"prefix": shared_prefix(book), "question": question, "evidence": evidence(passages)}
 
 
 async def extract_with_examples(
@@ -126,7 +126,7 @@ async def generate(
     ``COPY_LIMIT`` words. If no usable text comes back, the answer lists the pairs; without
     pairs that is an ``OutputError`` (an unusable reply is never the answer)."""
     call: dict[str, Any] = {"question": question, "disambiguations": render_pairs(pairs)}
-    call |= {"history": history} if history else {"context": shared_context(book, passages)}
+    call |= {"history": history} if history else {"prefix": shared_prefix(book, passages)}
     reply = await aask("rag_generate", options, parse=statements, fallback="", **call)
     if not reply.value:
         if not pairs:
@@ -167,7 +167,7 @@ def statements(text: str) -> str:
 
 async def closed_book(question: str, options: LLMOptions, book: str) -> Reply[str]:
     """I_l: answer from parametric knowledge alone; an unusable reply after the retries is an ``OutputError``."""
-    reply = await aask("closed_book", options, parse=parse_long_answer, context=shared_context(book), question=question)
+    reply = await aask("closed_book", options, parse=parse_long_answer, prefix=shared_prefix(book), question=question)
     return whole_answer(reply)
 
 
