@@ -100,3 +100,42 @@ def test_async_http_clients_belong_to_one_event_loop_each(chat_endpoint, collect
         assert agent.run(QUESTION, "closed_book", llm="openai", collection=collection).answer == "In November 2001."
     finally:
         get_settings.cache_clear()
+
+
+def test_llm_node_accounts_every_call_it_makes_under_its_name_in_both_apis(scripted):
+    """Usage is added where nodes are wrapped: concurrent calls, a call on a worker thread and a retried call all
+    count, under the node's name, and a node that calls nothing adds no usage."""
+    from langgraph.graph import END, START, StateGraph
+
+    from agent.llm.calls import LLMOptions, aask, ask
+    from agent.llm.parsing import parse_short_answer
+    from agent.nodes import llm_node
+    from agent.state import AnswerState
+
+    def build(options: LLMOptions):
+        async def think(state: AnswerState) -> dict:
+            def one():
+                return aask("closed_book", options, parse=parse_short_answer, question=state["question"])
+
+            await asyncio.gather(one(), one())  # the first of them is retried once
+            await asyncio.to_thread(ask, "closed_book", options, parse=parse_short_answer, question=state["question"])
+            return {"answer": "done"}
+
+        async def idle(state: AnswerState) -> dict:
+            return {"passages": []}
+
+        builder = StateGraph(AnswerState)
+        builder.add_node("think", llm_node(think))
+        builder.add_node("idle", llm_node(idle))
+        builder.add_edge(START, "think")
+        builder.add_edge("think", "idle")
+        builder.add_edge("idle", END)
+        return builder.compile()
+
+    for invoke in ("invoke", "ainvoke"):
+        name, model = scripted({"closed_book": ["%%%", "Answer: 2001", "Answer: 2001", "Answer: 2001"]})
+        graph = build(LLMOptions(llm=name))
+        run = getattr(graph, invoke)({"question": QUESTION})
+        result = asyncio.run(run) if invoke == "ainvoke" else run
+        assert len(model.calls) == 4 and set(result["usage"].by_node) == {"think"}
+        assert result["usage"].by_node["think"].calls == 4 and result["usage"].total.calls == 4
