@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from functools import lru_cache
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
@@ -31,9 +31,8 @@ class Settings(BaseSettings):
     collection: str = "demo"
     embeddings: Literal["onnx", "torch"] = Field(
         default="onnx",
-        description="encoder for new collections: onnx (INT8, exported once into model_dir; 1.8–2× torch's rate on "
-        "this machine, MRecall@5 no lower) | torch (sentence-transformers, also onnx's fallback); a collection is "
-        "always read with its own",
+        description="encoder for new collections: onnx (INT8, exported once into model_dir) | torch "
+        "(sentence-transformers, also onnx's fallback); a collection is always read with its own",
     )
 
     llm: str = Field(default="local", description="local | openai | fake | a name registered in agent.llm.factory")
@@ -62,8 +61,8 @@ class Settings(BaseSettings):
 
     llm_timeout: float | None = Field(
         default=None,
-        description="seconds to wait for an LLM reply; None: 20 for a remote endpoint (a dead one fails within a "
-        "minute, retries included), 600 for the embedded model (long prompts prefill at ~64 tokens/s on 2 cores)",
+        description="seconds to wait for an LLM reply; None: 20 for a remote endpoint, 600 for the embedded model "
+        "(it prefills long prompts on the CPU)",
     )
     llm_connect_timeout: float = Field(default=5.0, description="seconds to connect to the LLM endpoint")
     llm_max_retries: int = Field(default=1, description="transport retries per LLM request")
@@ -80,7 +79,24 @@ class Settings(BaseSettings):
     def chroma_path(self) -> Path:
         return self.home / "chroma"
 
+    def replace(self, **changes: Any) -> Settings:
+        """These settings with some fields changed and validated; a change of ``None`` keeps the field as it is."""
+        return Settings(**(self.model_dump() | {k: v for k, v in changes.items() if v is not None}))
+
+
+_installed: list[Settings] = []
+
 
 @lru_cache(maxsize=1)
 def get_settings() -> Settings:
-    return Settings()
+    """The process's settings: the ones ``use_settings`` installed, else the environment's (read once; ``cache_clear``
+    reads it again)."""
+    return _installed.pop() if _installed else Settings()
+
+
+def use_settings(settings: Settings) -> Settings:
+    """Make ``settings`` the process's settings: a surface built them from its options, and the layers below it (the
+    LLM factory, the store, the clarify threads) read ``get_settings()``."""
+    get_settings.cache_clear()
+    _installed[:] = [settings]
+    return get_settings()

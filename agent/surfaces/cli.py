@@ -8,34 +8,26 @@ import os
 import signal
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import typer
-from rich.console import Console
 from rich.markup import escape
 
 from agent.registry import METHODS
+from agent.surfaces import printing
+from agent.surfaces.printing import err, fail, log, out, printable
+
+if TYPE_CHECKING:
+    from agent.retrieval.store_server import StoreServer
+    from agent.settings import Settings
 
 app = typer.Typer(
     add_completion=False, no_args_is_help=True, help="Answer ambiguous questions with retrieval-augmented LLM agents."
 )
-out = Console()
-err = Console(stderr=True)
 
+# read by Chroma and the tokenizers, in this process and in the servers it starts
 os.environ.setdefault("ANONYMIZED_TELEMETRY", "False")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
-
-
-def _printable(text: str) -> str:
-    """Text safe to echo on a terminal (``agent.text.printable``, imported when first needed)."""
-    from agent.text import printable
-
-    return printable(text)
-
-
-def _fail(message: str, code: int = 1) -> None:
-    err.print(f"[bold red]error:[/] {escape(_printable(message))}", highlight=False, soft_wrap=True)
-    raise typer.Exit(code)
 
 
 @app.callback()
@@ -49,68 +41,10 @@ def store_option(
     ),
 ) -> None:
     """Answer ambiguous questions with retrieval-augmented LLM agents."""
-    if store:  # every command, and the servers it starts, read the store from the environment
-        from agent.settings import get_settings
+    if store:  # every command, and the server it starts, read the store from the process's settings
+        from agent.settings import get_settings, use_settings
 
-        os.environ["AMBIGQA_DATABASE_URL"] = store
-        get_settings.cache_clear()
-
-
-SHOWN = {"passages", "disambiguations", "answer", "usage", "question"}
-
-
-def _describe(update: dict[str, Any]) -> str:
-    """One line per finished node, with the method's own fields (interpretations, verdicts, grade, tree, ...)."""
-    parts = []
-    if update.get("passages"):
-        parts.append(f"{len(update['passages'])} passages")
-    if "disambiguations" in update:
-        parts.append(f"{len(update['disambiguations'])} interpretations")
-    if update.get("answer"):
-        parts.append(f"answer of {len(update['answer'].split())} words")
-    if update.get("usage") is not None:
-        from agent.schemas import UsageReport
-
-        total = UsageReport.model_validate(update["usage"]).total
-        if total.calls:
-            parts.append(
-                f"{total.calls} LLM call{'s' * (total.calls != 1)}, {total.input_tokens}→{total.output_tokens} tokens"
-            )
-    details = []
-    for key, value in update.items():
-        if key in SHOWN:
-            continue
-        if isinstance(value, (str, int, float, bool)) and len(str(value)) <= 120:
-            parts.append(f"{key}={value}")
-        elif isinstance(value, list) and value and all(isinstance(v, str) for v in value):
-            details += [f"      {key}: {v}" for v in value[:6]]
-        elif isinstance(value, list) and value:
-            parts.append(f"{len(value)} {key}")
-    return ", ".join(parts) + "".join("\n" + line for line in details)
-
-
-def _print_tree(tree: list[Any]) -> None:
-    """ToC's tree of clarifications, children under their parent (ids are BFS order), pruned nodes marked."""
-    nodes = [n if isinstance(n, dict) else n.model_dump() for n in tree]
-    children: dict[Any, list[dict]] = {}
-    for node in nodes:
-        children.setdefault(node["parent"], []).append(node)
-    out.print("\n[bold]Tree of clarifications[/]", highlight=False)
-
-    def show(node: dict) -> None:
-        line = escape(node["question"])
-        if node["parent"] is not None:
-            line += f" → [bold]{escape(node['answer'])}[/]"
-            if node["pruned"]:
-                line = f"[dim strike]{line}[/] [dim](pruned: {node['pruned_by']})[/]"
-            elif node["pruned_by"]:
-                line += " [dim](restored)[/]"
-        out.print(f"  {'   ' * node['depth']}[dim]#{node['id']}[/] {line}", highlight=False)
-        for child in children.get(node["id"], []):
-            show(child)
-
-    for root in children.get(None, []):
-        show(root)
+        use_settings(get_settings().replace(database_url=store))
 
 
 @app.command()
@@ -141,55 +75,41 @@ def ask(
         try:
             _ask_clarify(question, llm, collection, quiet, as_json, resume, pick)
         except AgentError as exc:
-            _fail(str(exc))
+            fail(str(exc))
         return
     if question is None:
-        _fail("give a QUESTION (or --resume THREAD)")
+        fail("give a QUESTION (or --resume THREAD)")
+    options = _run_options(settings, top_k)
+    if not quiet:
+        err.print(f"[bold]{method}[/] · {escape(printable(question))}", highlight=False)
+    try:
+        result = run(
+            question, method=method, llm=llm, collection=collection, on_node=printing.progress(quiet), **options
+        )
+    except AgentError as exc:
+        fail(str(exc))
+    except KeyboardInterrupt:
+        fail("interrupted", 130)
+    if as_json:
+        print(result.model_dump_json(indent=2))
+        return
+    printing.print_result(result)
 
+
+def _run_options(settings: list[str], top_k: int | None) -> dict[str, Any]:
+    """``--set FIELD=VALUE`` as options (a VALUE that parses as JSON is that value, else the text), and ``--top-k``."""
     options: dict[str, Any] = {}
     for text in settings:
         field, sep, raw = text.partition("=")
         if not sep or not field.strip():
-            _fail(f"--set '{text}' is not FIELD=VALUE (e.g. --set top_k=3)")
+            fail(f"--set '{text}' is not FIELD=VALUE (e.g. --set top_k=3)")
         try:
             options[field.strip()] = json.loads(raw)
         except json.JSONDecodeError:
             options[field.strip()] = raw
     if top_k is not None:
         options["top_k"] = top_k
-
-    def progress(node: str, update: dict[str, Any], seconds: float) -> None:
-        if not quiet:
-            err.print(f"  [green]✓[/] [bold]{node}[/] [dim]{seconds:6.2f}s[/]  {_describe(update)}", highlight=False)
-
-    if not quiet:
-        err.print(f"[bold]{method}[/] · {escape(_printable(question))}", highlight=False)
-    try:
-        result = run(question, method=method, llm=llm, collection=collection, on_node=progress, **options)
-    except AgentError as exc:
-        _fail(str(exc))
-    except KeyboardInterrupt:
-        _fail("interrupted", 130)
-    if as_json:
-        print(result.model_dump_json(indent=2))
-        return
-    out.print()
-    out.print(escape(_printable(result.answer)), highlight=False)
-    if result.disambiguations:
-        out.print()
-        for i, d in enumerate(result.disambiguations, 1):
-            cite = f" [dim]{escape('[' + ', '.join(d.passage_ids) + ']')}[/]" if d.passage_ids else ""
-            text = f"  {i}. {escape(_printable(d.question))} → [bold]{escape(_printable(d.answer))}[/]{cite}"
-            out.print(text, highlight=False)
-    if result.extra.get("tree"):
-        _print_tree(result.extra["tree"])
-    total = result.usage.total
-    err.print(
-        f"\n[dim]{result.seconds:.1f}s · {total.calls} LLM calls · {total.input_tokens} prompt "
-        f"({total.prefilled_tokens} prefilled) + {total.output_tokens} completion tokens · "
-        f"{len(result.passages)} passages[/]",
-        highlight=False,
-    )
+    return options
 
 
 def _ask_clarify(
@@ -200,10 +120,7 @@ def _ask_clarify(
     --json, for a script) later with ``ask --resume THREAD --pick 1,3`` (``agent.resume``)."""
     from agent import runner
 
-    def progress(node: str, update: dict[str, Any], seconds: float) -> None:
-        if not quiet:
-            err.print(f"  [green]✓[/] [bold]{node}[/]  {_describe(update)}", highlight=False)
-
+    progress = printing.progress(quiet, timed=False)
     if resume:
         result = runner.resume(resume, _picks(pick or ""), on_node=progress)
     else:
@@ -214,23 +131,21 @@ def _ask_clarify(
             print(result.model_dump_json(indent=2, exclude_none=True))
             return
         if pick is None:
-            out.print("\nThe question can mean:")
-            for i, option in enumerate(result.interpretations, 1):
-                out.print(f"  {i}. {escape(_printable(option))}", highlight=False)
-            try:
-                pick = typer.prompt(
-                    "Answer which? (numbers, comma-separated; Enter for all)", default="", show_default=False
-                )
-            except (typer.Abort, EOFError):
-                pick = ""
+            pick = _choose(result.interpretations)
         result = runner.resume(result.thread_id, _picks(pick), on_node=progress)
     if as_json:
         print(result.model_dump_json(indent=2, exclude_none=True))
         return
-    out.print()
-    out.print(escape(_printable(result.answer or "")), highlight=False)
-    for i, d in enumerate(result.disambiguations or [], 1):
-        out.print(f"  {i}. {escape(_printable(d.question))} → [bold]{escape(_printable(d.answer))}[/]", highlight=False)
+    printing.print_clarified(result)
+
+
+def _choose(interpretations: list[str]) -> str:
+    """The interpretations to answer, as the person types them at the prompt (Enter or end of input: all)."""
+    printing.print_interpretations(interpretations)
+    try:
+        return typer.prompt("Answer which? (numbers, comma-separated; Enter for all)", default="", show_default=False)
+    except (typer.Abort, EOFError):
+        return ""
 
 
 def _picks(text: str) -> list[int]:
@@ -248,22 +163,11 @@ def doctor(
 ) -> None:
     """Check the model file, the LLM, the embeddings and the store, in that order, with timings; stop at the first
     failure (exit code 1)."""
-    from agent.doctor import Check, run_checks
+    from agent.doctor import run_checks
     from agent.settings import get_settings
 
-    settings = get_settings()
-    if llm:
-        settings = settings.model_copy(update={"llm": llm})
-
-    def show(check: Check) -> None:
-        mark = "[green]✓[/]" if check.ok else "[bold red]✗[/]"
-        err.print(
-            f"  {mark} [bold]{check.name}[/] [dim]{check.seconds:6.2f}s[/]  {escape(_printable(check.summary))}",
-            highlight=False,
-            soft_wrap=True,
-        )
-
-    report = run_checks(settings, compare_repack, on_check=None if as_json else show)
+    settings = get_settings().replace(llm=llm or None)
+    report = run_checks(settings, compare_repack, on_check=None if as_json else printing.print_check)
     if as_json:
         print(report.model_dump_json(indent=2))
     if not report.ok:
@@ -283,7 +187,6 @@ def retrieve(
     as_json: bool = typer.Option(False, "--json", help="print the passages as JSON on stdout"),
 ) -> None:
     """Show the passages the default retrieval pipeline finds for QUESTION (what rag reads), best first."""
-
     from agent.errors import AgentError
     from agent.runner import search
 
@@ -292,14 +195,11 @@ def retrieve(
     try:
         passages = search(question, k=k, collection=collection, **options)
     except AgentError as exc:
-        _fail(str(exc))
+        fail(str(exc))
     if as_json:
         print(json.dumps([p.model_dump() for p in passages], indent=2, ensure_ascii=False))
         return
-    for rank, p in enumerate(passages, 1):
-        text = " ".join(p.text.split()[:40]) + (" …" if len(p.text.split()) > 40 else "")
-        out.print(f"{rank:>2}. [bold]{escape(p.title)}[/] [dim]{escape(p.id)} · {p.score:.3f}[/]", highlight=False)
-        out.print(f"    {escape(text)}", highlight=False)
+    printing.print_passages(passages)
 
 
 @app.command()
@@ -321,9 +221,9 @@ def ingest(
     try:
         report = run_ingest(corpus, collection, batch_size=batch_size, progress=True, prune=prune, vectors=vectors)
     except AgentError as exc:
-        _fail(str(exc))
+        fail(str(exc))
     except KeyboardInterrupt:
-        _fail("interrupted; passages stored so far are kept and a re-run continues from there", 130)
+        fail("interrupted; passages stored so far are kept and a re-run continues from there", 130)
     rate = f", {report.passages_per_s:.1f} passages/s" if report.added else ""
     out.print(
         f"{report.collection}: {report.added} added ({report.updated} new versions), {report.removed} removed, "
@@ -333,7 +233,7 @@ def ingest(
     )
 
 
-def _methods(value: str) -> list[str]:
+def _comma_list(value: str) -> list[str]:
     return [m.strip() for m in value.split(",") if m.strip()]
 
 
@@ -379,18 +279,18 @@ def eval_command(
             method, field, value = parse_setting(text)
             method_options.setdefault(method, {})[field] = value
         config = EvalConfig(
-            dataset=dataset, corpus=corpus, collection=collection, methods=_methods(methods), limit=limit, llm=llm,
+            dataset=dataset, corpus=corpus, collection=collection, methods=_comma_list(methods), limit=limit, llm=llm,
             out=out, reader=reader, judge=judge, method_options=method_options, concurrency=concurrency,
             baseline=baseline,
         )  # fmt: skip
     except AgentError as exc:
-        _fail(str(exc))
+        fail(str(exc))
     try:
-        evaluate(config, log=lambda line: err.print(line, highlight=False))
+        evaluate(config, log=log)
     except AgentError as exc:
-        _fail(f"{exc} (finished runs are kept in {out / 'results.jsonl'})")
+        fail(f"{exc} (finished runs are kept in {out / 'results.jsonl'})")
     except KeyboardInterrupt:
-        _fail(f"interrupted; finished runs are kept in {out / 'results.jsonl'} and a re-run resumes", 130)
+        fail(f"interrupted; finished runs are kept in {out / 'results.jsonl'} and a re-run resumes", 130)
     out_text = (out / "summary.md").read_text()
     print(out_text)
     err.print(f"[dim]written: {out}/results.jsonl, summary.json, summary.md, quality_vs_time.png[/]", highlight=False)
@@ -458,35 +358,39 @@ def bench(
     from agent.errors import AgentError
     from agent.eval.bench import format_bench, run_bench
 
-    if suite == "scale":
-        from agent.eval.datasets import load_examples
-        from agent.eval.scale import format_scale, scale_suite
-        from agent.settings import get_settings
-
-        try:
-            results = scale_suite(
-                out.with_suffix(".scale") if out else get_settings().home / "bench-scale",
-                [Path(c) for c in _methods(corpora)], [e.question for e in load_examples(dataset)],
-                sizes=tuple(int(n) for n in _methods(sizes)), stores=tuple(_methods(stores)),
-                database_url=get_settings().database_url, remeasure=remeasure,
-                log=lambda line: err.print(line, highlight=False),
-            )  # fmt: skip
-        except AgentError as exc:
-            _fail(str(exc))
-        _report(results, out, format_scale(results))
-        return
     try:
-        results = run_bench(
-            corpus, dataset, collection, _methods(methods), questions,
-            log=lambda line: err.print(line, highlight=False), nar_questions=nar_questions, asu_llm=asu_llm,
-            nar_offset=nar_offset, nar_record=out.with_suffix(".nar.jsonl") if out else None, suite=suite,
-            limit=limit, depth=depth, fusion=fusion, record=out.with_suffix(".retrieval.jsonl") if out else None,
-            first_stages=tuple(_methods(first_stages)), rerankers=tuple(_methods(rerankers)),
-            vectors=out.with_suffix(".vectors") if out else None,
-        )  # fmt: skip
+        if suite == "scale":
+            results, table = _scale_suite(out, dataset, corpora, sizes, stores, remeasure)
+        else:
+            results = run_bench(
+                corpus, dataset, collection, _comma_list(methods), questions,
+                log=log, nar_questions=nar_questions, asu_llm=asu_llm,
+                nar_offset=nar_offset, nar_record=out.with_suffix(".nar.jsonl") if out else None, suite=suite,
+                limit=limit, depth=depth, fusion=fusion, record=out.with_suffix(".retrieval.jsonl") if out else None,
+                first_stages=tuple(_comma_list(first_stages)), rerankers=tuple(_comma_list(rerankers)),
+                vectors=out.with_suffix(".vectors") if out else None,
+            )  # fmt: skip
+            table = format_bench(results)
     except AgentError as exc:
-        _fail(str(exc))
-    _report(results, out, format_bench(results))
+        fail(str(exc))
+    _report(results, out, table)
+
+
+def _scale_suite(
+    out: Path | None, dataset: Path, corpora: str, sizes: str, stores: str, remeasure: bool
+) -> tuple[dict[str, Any], str]:
+    """``bench --suite scale``: its figures and their table; data and results under OUT's .scale/ or the home's."""
+    from agent.eval.datasets import load_examples
+    from agent.eval.scale import format_scale, scale_suite
+    from agent.settings import get_settings
+
+    results = scale_suite(
+        out.with_suffix(".scale") if out else get_settings().home / "bench-scale",
+        [Path(c) for c in _comma_list(corpora)], [e.question for e in load_examples(dataset)],
+        sizes=tuple(int(n) for n in _comma_list(sizes)), stores=tuple(_comma_list(stores)),
+        database_url=get_settings().database_url, remeasure=remeasure, log=log,
+    )  # fmt: skip
+    return results, format_scale(results)
 
 
 def _report(results: dict[str, Any], out: Path | None, table: str) -> None:
@@ -528,45 +432,28 @@ def serve(
     """Serve every graph over HTTP with LangServe (/METHOD/invoke, /batch, /stream, schemas), /health and /login."""
     import uvicorn
 
-    if llm:
-        os.environ["AMBIGQA_LLM"] = llm
-    if collection:
-        os.environ["AMBIGQA_COLLECTION"] = collection
+    from agent.errors import AgentError
     from agent.settings import get_settings
     from agent.surfaces.server import create_app
 
-    get_settings.cache_clear()
+    settings = get_settings().replace(llm=llm or None, collection=collection or None)
     store_server = None
-    if (
-        not get_settings().chroma_url and not get_settings().database_url and store_sharing
-    ):  # one Chroma process for this server and any ingest beside it
-        from agent.errors import AgentError
-        from agent.retrieval.store_server import StoreServer, registered_url
-
-        shared = registered_url(get_settings().chroma_path)  # another server's: share it
-        if not shared:
-            store_server = StoreServer(get_settings().chroma_path)
-            try:
-                shared = store_server.start()
-            except AgentError as exc:
-                _fail(str(exc))
-        os.environ["AMBIGQA_CHROMA_URL"] = shared
-        get_settings.cache_clear()
+    if store_sharing and not settings.chroma_url and not settings.database_url:
+        try:
+            settings, store_server = _share_store(settings)
+        except AgentError as exc:
+            fail(str(exc))
     try:
-        served = tuple(c.strip() for c in (collections or "").split(",") if c.strip())
-        if served and collection and collection not in served:
-            served = (collection, *served)
         app_ = create_app(
-            api_key=api_key, max_concurrent=max_concurrent, queue_timeout=queue_timeout, max_body_bytes=max_body_bytes,
-            body_timeout=body_timeout, request_timeout=request_timeout,
-            collections=served or None,
-            options=frozenset(o.strip() for o in options.split(",") if o.strip()) if options else None,
+            settings, api_key=api_key, max_concurrent=max_concurrent, queue_timeout=queue_timeout,
+            max_body_bytes=max_body_bytes, body_timeout=body_timeout, request_timeout=request_timeout,
+            collections=_served(collections, collection),
+            options=frozenset(_comma_list(options)) if options else None,
         )  # fmt: skip
-
         routes = ", ".join(f"/{m}" for m in METHODS)
-        store = "PostgreSQL" if get_settings().database_url else "embedded Chroma"
+        store = "PostgreSQL" if settings.database_url else "embedded Chroma"
         err.print(
-            f"serving {routes}, /clarify and /health on http://{host}:{port} (llm: {get_settings().llm}, store: {store})",
+            f"serving {routes}, /clarify and /health on http://{host}:{port} (llm: {settings.llm}, store: {store})",
             highlight=False,
         )
         # uvicorn re-raises SIGTERM after its graceful shutdown: make that an exit, so the store server stops too
@@ -575,6 +462,26 @@ def serve(
     finally:
         if store_server:
             store_server.stop()
+
+
+def _share_store(settings: Settings) -> tuple[Settings, StoreServer | None]:
+    """The embedded store as one loopback Chroma server for this server and any ingest beside it: the one another
+    server registered, else one started here (the caller stops it)."""
+    from agent.retrieval.store_server import StoreServer, registered_url
+
+    url, started = registered_url(settings.chroma_path), None
+    if not url:
+        started = StoreServer(settings.chroma_path)
+        url = started.start()
+    return settings.replace(chroma_url=url), started
+
+
+def _served(collections: str | None, collection: str | None) -> tuple[str, ...] | None:
+    """The collections a request may name, the served one first; None: only the settings' collection."""
+    served = tuple(_comma_list(collections or ""))
+    if served and collection and collection not in served:
+        served = (collection, *served)
+    return served or None
 
 
 @app.command()
@@ -592,12 +499,12 @@ def mcp(
     from agent.surfaces.mcp_server import build_server
 
     try:
-        chosen = tuple(_methods(methods))
+        chosen = tuple(_comma_list(methods))
         for method in chosen:
             load_graph(method)
         server = build_server(llm, collection, chosen)
     except AgentError as exc:
-        _fail(str(exc))
+        fail(str(exc))
     if port is None:
         server.run("stdio")
     else:
@@ -620,7 +527,7 @@ def load(
     try:
         report = run_load(url, method, requests, concurrency, api_key=api_key)
     except AgentError as exc:
-        _fail(str(exc))
+        fail(str(exc))
     print(report.model_dump_json(indent=2))
     if report.other:
         raise typer.Exit(1)
@@ -633,7 +540,6 @@ def postgres(
 ) -> None:
     """Run a local PostgreSQL with pgvector (PyPI pgserver's binaries) on 127.0.0.1 until Ctrl-C: a store to try
     AMBIGQA_DATABASE_URL and several `serve` replicas on one machine; trust authentication, not for production."""
-    import signal
     import time
 
     from agent.errors import AgentError
@@ -642,7 +548,7 @@ def postgres(
     try:
         server = start(data.resolve(), port)
     except AgentError as exc:
-        _fail(str(exc))
+        fail(str(exc))
     err.print(f"PostgreSQL with pgvector on {server.url} (data in {data}); Ctrl-C stops it", highlight=False)
 
     def stop(*_: Any) -> None:  # SIGTERM too (a background job ignores Ctrl-C's SIGINT)

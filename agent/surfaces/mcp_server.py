@@ -53,71 +53,76 @@ def build_server(llm: str | None = None, collection: str | None = None, methods:
     """An ``MCPServer`` with one tool per method (and ``clarify``/``resume`` with the router), bound to ``llm`` and
     ``collection``."""
     from mcp.server.mcpserver import MCPServer
-    from mcp_types import CallToolResult, TextContent
 
-    from agent.context import make_context
-    from agent.errors import AgentError
-    from agent.runner import aclarify, aresume, arun
-
-    max_chars = get_settings().max_question_chars
     server = MCPServer(
         name="ambigqa",
         instructions="Tools that answer possibly ambiguous questions from a document collection, covering every "
         "reading. Prefer ask_diva for clearly ambiguous questions, ask_rag for quick answers.",
     )
+    for method in methods:
+        server.add_tool(ask_tool(method, llm, collection), name=f"ask_{method}", description=describe(method))
+    if "router" in methods:
+        clarify, resume = clarify_tools(llm, collection)
+        server.add_tool(clarify, name="clarify", description=CLARIFY)
+        server.add_tool(resume, name="resume", description=RESUME)
+    return server
 
-    def make_tool(method: str) -> Any:
-        fields = load_graph(method).context_schema.model_fields
-        settable = sorted(set(fields) - NEVER_FROM_A_CALL)
 
-        async def ask(
-            question: Annotated[
-                str, Field(min_length=1, max_length=max_chars, description="the question, as the user asked it")
-            ],
-            options: Annotated[
-                dict[str, Any] | None,
-                Field(description=f"optional method options, e.g. {{'top_k': 5}}; settable: {', '.join(settable)}"),
-            ] = None,
-        ) -> CallToolResult:
-            options = options or {}
-            try:
-                refused = sorted(set(options) & NEVER_FROM_A_CALL)
-                if refused:
-                    raise AgentError(f"{', '.join(refused)} cannot be set per call; settable: {', '.join(settable)}")
-                make_context(load_graph(method).context_schema, options, strict=True, owner=method)
-                result = await arun(question, method=method, llm=llm, collection=collection, **options)
-            except AgentError as exc:
-                return CallToolResult(content=[TextContent(type="text", text=str(exc))], is_error=True)
-            return CallToolResult(
-                content=[TextContent(type="text", text=result.answer)], structured_content=result_content(result)
-            )
+def question_type() -> Any:
+    """A tool's ``question`` argument, with the settings' length limit."""
+    max_chars = get_settings().max_question_chars
+    return Annotated[str, Field(min_length=1, max_length=max_chars, description="the question, as the user asked it")]
 
-        return ask
 
-    def clarified(result: "ClarifyResult") -> CallToolResult:
+def ask_tool(method: str, llm: str | None, collection: str | None) -> Any:
+    """``ask_<method>``: a question and the method's options a call may set; the answer with its structured content."""
+    from mcp_types import CallToolResult, TextContent
+
+    from agent.context import make_context
+    from agent.errors import AgentError
+    from agent.runner import arun
+
+    settable = sorted(set(load_graph(method).context_schema.model_fields) - NEVER_FROM_A_CALL)
+
+    async def ask(
+        question: question_type(),  # type: ignore[valid-type]
+        options: Annotated[
+            dict[str, Any] | None,
+            Field(description=f"optional method options, e.g. {{'top_k': 5}}; settable: {', '.join(settable)}"),
+        ] = None,
+    ) -> CallToolResult:
+        options = options or {}
+        try:
+            refuse(set(options) & NEVER_FROM_A_CALL, settable)
+            make_context(load_graph(method).context_schema, options, strict=True, owner=method)
+            result = await arun(question, method=method, llm=llm, collection=collection, **options)
+        except AgentError as exc:
+            return failed(exc)
         return CallToolResult(
-            content=[TextContent(type="text", text=clarify_text(result))],
-            structured_content=result.model_dump(mode="json", exclude_none=True),
+            content=[TextContent(type="text", text=result.answer)], structured_content=result_content(result)
         )
 
-    def failed(exc: AgentError) -> CallToolResult:
-        return CallToolResult(content=[TextContent(type="text", text=str(exc))], is_error=True)
+    return ask
+
+
+def clarify_tools(llm: str | None, collection: str | None) -> tuple[Any, Any]:
+    """``clarify`` starts a router thread that stops at the interpretations; ``resume`` answers the ones picked."""
+    from mcp_types import CallToolResult
+
+    from agent.errors import AgentError
+    from agent.runner import aclarify, aresume
 
     router_options = sorted(set(load_graph("router").context_schema.model_fields) - NEVER_FROM_A_CALL - {"clarify"})
 
     async def clarify(
-        question: Annotated[
-            str, Field(min_length=1, max_length=max_chars, description="the question, as the user asked it")
-        ],
+        question: question_type(),  # type: ignore[valid-type]
         options: Annotated[
             dict[str, Any] | None, Field(description=f"optional router options; settable: {', '.join(router_options)}")
         ] = None,
     ) -> CallToolResult:
         options = options or {}
         try:
-            refused = sorted(set(options) - set(router_options))
-            if refused:
-                raise AgentError(f"{', '.join(refused)} cannot be set per call; settable: {', '.join(router_options)}")
+            refuse(set(options) - set(router_options), router_options)
             return clarified(await aclarify(question, llm=llm, collection=collection, **options))
         except AgentError as exc:
             return failed(exc)
@@ -133,9 +138,29 @@ def build_server(llm: str | None = None, collection: str | None = None, methods:
         except AgentError as exc:
             return failed(exc)
 
-    for method in methods:
-        server.add_tool(make_tool(method), name=f"ask_{method}", description=describe(method))
-    if "router" in methods:
-        server.add_tool(clarify, name="clarify", description=CLARIFY)
-        server.add_tool(resume, name="resume", description=RESUME)
-    return server
+    return clarify, resume
+
+
+def refuse(refused: set[str], settable: list[str]) -> None:
+    """A call that sets options outside ``settable`` is an error naming them and the ones it may set."""
+    from agent.errors import AgentError
+
+    if refused:
+        raise AgentError(f"{', '.join(sorted(refused))} cannot be set per call; settable: {', '.join(settable)}")
+
+
+def clarified(result: "ClarifyResult") -> Any:
+    """A clarify thread's state: the choice to make (or the answer) as text, the whole result as structured content."""
+    from mcp_types import CallToolResult, TextContent
+
+    return CallToolResult(
+        content=[TextContent(type="text", text=clarify_text(result))],
+        structured_content=result.model_dump(mode="json", exclude_none=True),
+    )
+
+
+def failed(exc: Exception) -> Any:
+    """An error the calling model reads as the tool's reply."""
+    from mcp_types import CallToolResult, TextContent
+
+    return CallToolResult(content=[TextContent(type="text", text=str(exc))], is_error=True)

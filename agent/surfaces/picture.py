@@ -49,7 +49,6 @@ def graph_png(graph: Any, title: str = "") -> bytes:
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
-    from matplotlib.patches import FancyArrowPatch, FancyBboxPatch, Rectangle
 
     nodes = list(graph.nodes)
     edges = [(e.source, e.target, bool(e.conditional)) for e in graph.edges]
@@ -61,11 +60,26 @@ def graph_png(graph: Any, title: str = "") -> bytes:
     ax.set_xlim(min(xs) - BOX_W, max(xs) + BOX_W)
     ax.set_ylim(max(ys) + 1.5 * BOX_H, min(ys) - 1.5 * BOX_H)  # y grows downward: START at the top
     ax.axis("off")
+    _draw_frames(ax, nodes, xy)
+    _draw_edges(ax, edges, xy)
+    _draw_nodes(ax, nodes, xy)
+    if title:
+        ax.text(min(xs) - BOX_W + 8, min(ys) - BOX_H, title, fontsize=11, weight="bold", va="center")
+    buffer = io.BytesIO()
+    fig.savefig(buffer, format="png")
+    plt.close(fig)
+    return buffer.getvalue()
+
+
+def _draw_frames(ax: Any, nodes: list[str], xy: dict[str, tuple[float, float]]) -> None:
+    """A dashed frame around each subgraph's nodes (``method:node``), behind them, named after the subgraph."""
+    from matplotlib.patches import Rectangle
+
     groups: dict[str, list[tuple[float, float]]] = {}
     for name in nodes:
         if ":" in name:
             groups.setdefault(name.split(":", 1)[0], []).append(xy[name])
-    for group, points in groups.items():  # a subgraph's frame, behind its nodes
+    for group, points in groups.items():
         gx, gy = [p[0] for p in points], [p[1] for p in points]
         x0, y0 = min(gx) - BOX_W / 2 - 8, min(gy) - BOX_H / 2 - 18
         ax.add_patch(
@@ -79,6 +93,12 @@ def graph_png(graph: Any, title: str = "") -> bytes:
             )
         )
         ax.text(x0 + 6, y0 + 12, group, fontsize=8, color="#4a5f8a", style="italic")
+
+
+def _draw_edges(ax: Any, edges: list[tuple[str, str, bool]], xy: dict[str, tuple[float, float]]) -> None:
+    """Arrows from the bottom of a box to the top of the next; conditional edges dashed, back edges curved."""
+    from matplotlib.patches import FancyArrowPatch
+
     for source, target, conditional in edges:
         (x1, y1), (x2, y2) = xy[source], xy[target]
         ax.add_patch(
@@ -92,6 +112,12 @@ def graph_png(graph: Any, title: str = "") -> bytes:
                 connectionstyle="arc3,rad=0.08" if y2 <= y1 else "arc3",
             )
         )
+
+
+def _draw_nodes(ax: Any, nodes: list[str], xy: dict[str, tuple[float, float]]) -> None:
+    """A rounded box per node with its name (a subgraph's nodes without the prefix); START and END in grey."""
+    from matplotlib.patches import FancyBboxPatch
+
     for name in nodes:
         x, y = xy[name]
         terminal = name in ("__start__", "__end__")
@@ -106,9 +132,3 @@ def graph_png(graph: Any, title: str = "") -> bytes:
             )
         )
         ax.text(x, y, name.split(":", 1)[-1].strip("_"), ha="center", va="center", fontsize=8)
-    if title:
-        ax.text(min(xs) - BOX_W + 8, min(ys) - BOX_H, title, fontsize=11, weight="bold", va="center")
-    buffer = io.BytesIO()
-    fig.savefig(buffer, format="png")
-    plt.close(fig)
-    return buffer.getvalue()

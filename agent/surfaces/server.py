@@ -27,7 +27,7 @@ from agent.errors import (
 )
 from agent.registry import METHODS, load_graph
 from agent.runner import aclarify, aresume, namespace_names, output_of
-from agent.settings import get_settings
+from agent.settings import Settings, get_settings, use_settings
 from agent.surfaces.guard import NEVER_FROM_A_REQUEST, Guard, Policy
 from agent.threads import ClarifyResult
 
@@ -137,6 +137,7 @@ STATUS = [  # most specific first
 
 
 def create_app(
+    settings: Settings | None = None,
     *,
     api_key: str | None = None,
     max_concurrent: int = 4,
@@ -148,13 +149,13 @@ def create_app(
     options: frozenset[str] | None = None,
     methods: tuple[str, ...] = METHODS,
 ) -> Any:
-    """Build the FastAPI app; the LLM comes from settings (``AMBIGQA_LLM``), ``collections`` default to the one the
-    settings name (``AMBIGQA_COLLECTION``), ``options`` to every context field but the LLM."""
+    """Build the FastAPI app for ``settings`` (default: the environment's, ``AMBIGQA_*``), which fix the LLM and the
+    store; ``collections`` default to the one the settings name, ``options`` to every context field but the LLM."""
     from fastapi import FastAPI, Request
     from fastapi.responses import JSONResponse
     from langserve import add_routes
 
-    settings = get_settings()
+    settings = use_settings(settings) if settings else get_settings()  # the runs below the app read get_settings()
     collections = collections or (settings.collection,)
     policy = Policy(
         api_key=api_key, collections=collections, options=options, max_body_bytes=max_body_bytes,
@@ -166,18 +167,7 @@ def create_app(
     for method in methods:
         runnable = GraphRunnable(load_graph(method), ask, policy.settable(method), collections[0])
         add_routes(app, runnable, path=f"/{method}", config_keys=("configurable",))
-
-    @app.post("/clarify", response_model=ClarifyResult, response_model_exclude_none=True)
-    async def clarify(request: ClarifyRequest) -> ClarifyResult:
-        """Start a clarify thread (the router): the interpretations to pick from, or the answer to a clear question."""
-        options = dict(request.options)
-        collection = options.pop("collection", None) or collections[0]
-        return await aclarify(request.question, collection=collection, **options)
-
-    @app.post("/clarify/{thread_id}/resume", response_model=ClarifyResult, response_model_exclude_none=True)
-    async def resume(thread_id: str, request: ResumeRequest) -> ClarifyResult:
-        """Answer the picked interpretations of a waiting thread, started on this server or any sharing its database."""
-        return await aresume(thread_id, request.picks)
+    _add_clarify_routes(app, collections[0])
 
     @app.exception_handler(AgentError)
     async def agent_error(_: Request, exc: AgentError) -> JSONResponse:
@@ -188,3 +178,19 @@ def create_app(
         return {"status": "ok", "methods": list(methods), "llm": settings.llm, "collections": list(collections)}
 
     return Guard(app, policy=policy, health=health)
+
+
+def _add_clarify_routes(app: Any, default_collection: str) -> None:
+    """``POST /clarify`` starts a router thread; ``POST /clarify/{thread_id}/resume`` answers its picks."""
+
+    @app.post("/clarify", response_model=ClarifyResult, response_model_exclude_none=True)
+    async def clarify(request: ClarifyRequest) -> ClarifyResult:
+        """Start a clarify thread (the router): the interpretations to pick from, or the answer to a clear question."""
+        options = dict(request.options)
+        collection = options.pop("collection", None) or default_collection
+        return await aclarify(request.question, collection=collection, **options)
+
+    @app.post("/clarify/{thread_id}/resume", response_model=ClarifyResult, response_model_exclude_none=True)
+    async def resume(thread_id: str, request: ResumeRequest) -> ClarifyResult:
+        """Answer the picked interpretations of a waiting thread, started on this server or any sharing its database."""
+        return await aresume(thread_id, request.picks)

@@ -1,0 +1,155 @@
+"""What the CLI shows: a line per finished graph node, answers with their interpretations, ToC's tree, passages, checks
+and one-line errors. Text from a question, a model or a passage is made printable before it reaches the terminal."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, NoReturn
+
+import typer
+from rich.console import Console
+from rich.markup import escape
+
+if TYPE_CHECKING:
+    from agent.doctor import Check
+    from agent.schemas import Passage, RunResult
+    from agent.threads import ClarifyResult
+
+out = Console()
+err = Console(stderr=True)
+
+SHOWN = {"passages", "disambiguations", "answer", "usage", "question"}  # summarised by ``describe`` itself
+
+
+def printable(text: str) -> str:
+    """Text safe to echo on a terminal (``agent.text.printable``, imported when first needed)."""
+    from agent.text import printable
+
+    return printable(text)
+
+
+def fail(message: str, code: int = 1) -> NoReturn:
+    err.print(f"[bold red]error:[/] {escape(printable(message))}", highlight=False, soft_wrap=True)
+    raise typer.Exit(code)
+
+
+def log(line: str) -> None:
+    err.print(line, highlight=False)
+
+
+def describe(update: dict[str, Any]) -> str:
+    """One line per finished node, with the method's own fields (interpretations, verdicts, grade, tree, ...)."""
+    parts = []
+    if update.get("passages"):
+        parts.append(f"{len(update['passages'])} passages")
+    if "disambiguations" in update:
+        parts.append(f"{len(update['disambiguations'])} interpretations")
+    if update.get("answer"):
+        parts.append(f"answer of {len(update['answer'].split())} words")
+    if update.get("usage") is not None:
+        from agent.schemas import UsageReport
+
+        total = UsageReport.model_validate(update["usage"]).total
+        if total.calls:
+            parts.append(
+                f"{total.calls} LLM call{'s' * (total.calls != 1)}, {total.input_tokens}→{total.output_tokens} tokens"
+            )
+    details = []
+    for key, value in update.items():
+        if key in SHOWN:
+            continue
+        if isinstance(value, (str, int, float, bool)) and len(str(value)) <= 120:
+            parts.append(f"{key}={value}")
+        elif isinstance(value, list) and value and all(isinstance(v, str) for v in value):
+            details += [f"      {key}: {v}" for v in value[:6]]
+        elif isinstance(value, list) and value:
+            parts.append(f"{len(value)} {key}")
+    return ", ".join(parts) + "".join("\n" + line for line in details)
+
+
+def progress(quiet: bool, timed: bool = True) -> Callable[[str, dict[str, Any], float], None]:
+    """The runner's ``on_node``: a line on stderr per finished node (with its seconds when ``timed``)."""
+
+    def show(node: str, update: dict[str, Any], seconds: float) -> None:
+        if not quiet:
+            took = f" [dim]{seconds:6.2f}s[/]" if timed else ""
+            err.print(f"  [green]✓[/] [bold]{node}[/]{took}  {describe(update)}", highlight=False)
+
+    return show
+
+
+def print_result(result: RunResult) -> None:
+    """A run's answer on stdout, each interpretation with the passages it cites, ToC's tree; the costs on stderr."""
+    out.print()
+    out.print(escape(printable(result.answer)), highlight=False)
+    if result.disambiguations:
+        out.print()
+        for i, d in enumerate(result.disambiguations, 1):
+            cite = f" [dim]{escape('[' + ', '.join(d.passage_ids) + ']')}[/]" if d.passage_ids else ""
+            text = f"  {i}. {escape(printable(d.question))} → [bold]{escape(printable(d.answer))}[/]{cite}"
+            out.print(text, highlight=False)
+    if result.extra.get("tree"):
+        print_tree(result.extra["tree"])
+    total = result.usage.total
+    err.print(
+        f"\n[dim]{result.seconds:.1f}s · {total.calls} LLM calls · {total.input_tokens} prompt "
+        f"({total.prefilled_tokens} prefilled) + {total.output_tokens} completion tokens · "
+        f"{len(result.passages)} passages[/]",
+        highlight=False,
+    )
+
+
+def print_tree(tree: list[Any]) -> None:
+    """ToC's tree of clarifications, children under their parent (ids are BFS order), pruned nodes marked."""
+    nodes = [n if isinstance(n, dict) else n.model_dump() for n in tree]
+    children: dict[Any, list[dict]] = {}
+    for node in nodes:
+        children.setdefault(node["parent"], []).append(node)
+    out.print("\n[bold]Tree of clarifications[/]", highlight=False)
+
+    def show(node: dict) -> None:
+        line = escape(node["question"])
+        if node["parent"] is not None:
+            line += f" → [bold]{escape(node['answer'])}[/]"
+            if node["pruned"]:
+                line = f"[dim strike]{line}[/] [dim](pruned: {node['pruned_by']})[/]"
+            elif node["pruned_by"]:
+                line += " [dim](restored)[/]"
+        out.print(f"  {'   ' * node['depth']}[dim]#{node['id']}[/] {line}", highlight=False)
+        for child in children.get(node["id"], []):
+            show(child)
+
+    for root in children.get(None, []):
+        show(root)
+
+
+def print_interpretations(interpretations: list[str]) -> None:
+    out.print("\nThe question can mean:")
+    for i, option in enumerate(interpretations, 1):
+        out.print(f"  {i}. {escape(printable(option))}", highlight=False)
+
+
+def print_clarified(result: ClarifyResult) -> None:
+    """A finished clarify thread: the answer, then each chosen interpretation with its answer."""
+    out.print()
+    out.print(escape(printable(result.answer or "")), highlight=False)
+    for i, d in enumerate(result.disambiguations or [], 1):
+        out.print(f"  {i}. {escape(printable(d.question))} → [bold]{escape(printable(d.answer))}[/]", highlight=False)
+
+
+def print_passages(passages: list[Passage]) -> None:
+    """Passages best first: title, id and score, then the first 40 words."""
+    for rank, p in enumerate(passages, 1):
+        text = " ".join(p.text.split()[:40]) + (" …" if len(p.text.split()) > 40 else "")
+        out.print(f"{rank:>2}. [bold]{escape(p.title)}[/] [dim]{escape(p.id)} · {p.score:.3f}[/]", highlight=False)
+        out.print(f"    {escape(text)}", highlight=False)
+
+
+def print_check(check: Check) -> None:
+    """One line per ``doctor`` check: passed or failed, its seconds, what it found."""
+    mark = "[green]✓[/]" if check.ok else "[bold red]✗[/]"
+    err.print(
+        f"  {mark} [bold]{check.name}[/] [dim]{check.seconds:6.2f}s[/]  {escape(printable(check.summary))}",
+        highlight=False,
+        soft_wrap=True,
+    )
