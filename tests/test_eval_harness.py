@@ -104,7 +104,7 @@ def test_unknown_method_fails_before_any_run(dataset, tmp_path):
 
 
 def test_orchestration_overhead_compares_wall_time_with_the_llm_critical_path(collection):
-    from agent.eval.bench import _union_seconds, orchestration_overhead
+    from agent.eval.bench_orchestration import _union_seconds, orchestration_overhead
 
     assert _union_seconds([(0, 1), (0.5, 2), (3, 4)]) == pytest.approx(3.0)
     report = orchestration_overhead(["rag"], ["Where is Mount Etna?"], collection, latency=0.05)
@@ -113,7 +113,7 @@ def test_orchestration_overhead_compares_wall_time_with_the_llm_critical_path(co
 
 
 def test_oracle_mrecall_compares_vanilla_and_diva_retrieval_with_gold_interpretations(collection):
-    from agent.eval.bench import oracle_mrecall
+    from agent.eval.bench_retrieval import oracle_mrecall
     from agent.eval.datasets import Example
 
     example = Example.model_validate(ROWS[0])
@@ -125,7 +125,8 @@ def test_oracle_mrecall_compares_vanilla_and_diva_retrieval_with_gold_interpreta
 
 
 def test_the_retrieval_suite_measures_each_configuration_once_and_resumes(collection, tmp_path):
-    from agent.eval.bench import format_bench, retrieval_suite
+    from agent.eval.bench import format_bench
+    from agent.eval.bench_retrieval import retrieval_suite
     from agent.eval.datasets import Example
 
     examples = [Example.model_validate(ROWS[0])]
@@ -143,7 +144,7 @@ def test_the_retrieval_suite_measures_each_configuration_once_and_resumes(collec
 
 def test_a_bad_retrieval_option_in_the_suite_is_a_config_error(collection):
     from agent.errors import ConfigError
-    from agent.eval.bench import retrieval_suite
+    from agent.eval.bench_retrieval import retrieval_suite
     from agent.eval.datasets import Example
 
     with pytest.raises(ConfigError, match="reranker"):

@@ -86,3 +86,8 @@ def git_commit() -> str | None:
     except (OSError, subprocess.SubprocessError):
         return None
     return f"{head}+dirty" if dirty else head
+
+
+def row_key(row: dict[str, Any]) -> str | None:
+    """The provenance key an eval row was made with (None for a row without one)."""
+    return (row.get("provenance") or {}).get("key")

@@ -1,0 +1,115 @@
+"""SUNAR's retrieval ablation: supporting-paragraph recall@k of BM25, NAR without ASU and NAR with ASU."""
+
+from __future__ import annotations
+
+import statistics
+import time
+from collections.abc import Coroutine
+from pathlib import Path
+from typing import Any
+
+from tqdm import tqdm
+
+from agent.eval.datasets import Example
+from agent.eval.resume import RowLog, made_with, read_rows
+
+
+def nar_recall(
+    collection: str,
+    examples: list[Example],
+    llm: str | None = None,
+    k: int = 10,
+    progress: bool = True,
+    record: Path | None = None,
+) -> dict[str, Any]:
+    """Recall@k for the question itself with BM25 alone, NAR without ASU and, given an LLM, NAR with ASU — the same
+    ``nar_retrieve`` node the graph runs.
+
+    With ``record`` each question's figures are appended to that JSONL as soon as they exist, and questions already
+    recorded (same collection, k and LLM) are not run again: a long ASU run can be stopped and resumed."""
+    from agent.registry import method_module
+    from agent.retrieval.collections import open_store
+
+    sunar = method_module("sunar")  # the graph's own nar_retrieve node
+    rows = [e for e in examples if e.supporting_ids]
+    store = open_store(collection)
+    variants = {"nar": False} | ({"nar_asu": True} if llm else {})
+    contexts = {
+        name: sunar.SunarContext(collection=collection, llm=llm or "", asu=asu) for name, asu in variants.items()
+    }
+    key = {"collection": collection, "k": k, "llm": llm or ""}
+    done = {row["id"]: row for row in made_with(read_rows(record), key)}
+    out = RowLog(record)
+    initial = sum(e.id in done for e in rows)
+    bar = tqdm(total=len(rows), unit="question", desc="NAR recall", initial=initial, disable=not (progress and rows))
+    figures: list[dict[str, Any]] = []
+    for example in rows:
+        if example.id in done:
+            figures.append(done[example.id])
+            continue
+        figures.append({"id": example.id, **key} | _nar_question(sunar, store, contexts, example, k))
+        out.append(figures[-1])
+        bar.update(1)
+    bar.close()
+    return _nar_report(figures, list(variants), k, bool(llm))
+
+
+def _nar_question(sunar: Any, store: Any, contexts: dict[str, Any], example: Example, k: int) -> dict[str, Any]:
+    """One question's recall@k and seconds for BM25 and each NAR variant; with ASU also its LLM calls, semantic sets
+    per batch and how many passages it moved into the top k."""
+    from langgraph.runtime import Runtime
+
+    from agent.eval.metrics import support_recall
+    from agent.nodes import run_sync
+
+    first_stage = [p.id for p in store.sparse_many([example.question], k)[0]]
+    row: dict[str, Any] = {"bm25": support_recall(first_stage, example.supporting_ids)}
+    top: dict[str, list[str]] = {}
+    for name, context in contexts.items():
+        start = time.perf_counter()
+        state = {"question": example.question, "sub_question": example.question}
+        update, calls = run_sync(_counted(sunar.nar_retrieve(state, Runtime(context=context))))
+        row[f"{name}_seconds"] = round(time.perf_counter() - start, 3)
+        top[name] = [p.id for p in update["ranked"][:k]]
+        row[name] = support_recall(top[name], example.supporting_ids)
+        if name == "nar_asu":
+            row["nar_asu_llm_calls"] = calls
+            row["nar_asu_semantic_sets"] = [b["semantic_sets"] for b in update["nar_batches"]]
+            row["nar_asu_top_changed"] = len(set(top["nar_asu"]) - set(top["nar"]))
+    return row
+
+
+async def _counted(node: Coroutine[Any, Any, dict[str, Any]]) -> tuple[dict[str, Any], int]:
+    """A node's update and the LLM calls it made (what ``llm_node`` adds as its usage in a graph run)."""
+    from agent.llm.usage import node_calls
+
+    with node_calls() as calls:
+        update = await node
+    return update, sum(c.calls for c in calls)
+
+
+def _nar_report(figures: list[dict[str, Any]], variants: list[str], k: int, asu: bool) -> dict[str, Any]:
+    """Means over the questions: recall@k of BM25 and each variant, seconds per variant, ASU's LLM calls."""
+    mean = lambda name: round(statistics.fmean(row[name] for row in figures), 4) if figures else 0.0  # noqa: E731
+    report: dict[str, Any] = {
+        "questions": len(figures),
+        **{f"{name}_recall@{k}": mean(name) for name in ["bm25", *variants]},
+    }
+    report |= {f"{name}_seconds": mean(f"{name}_seconds") for name in variants}
+    if asu and figures:
+        report["nar_asu_llm_calls"] = mean("nar_asu_llm_calls")
+    return report
+
+
+def format_nar(o: dict[str, Any]) -> list[str]:
+    shown = [("BM25", "bm25"), ("NAR without ASU", "nar"), ("NAR with ASU", "nar_asu")]
+    recall = ", ".join(f"{label} {o[key + '_recall@10']:.3f}" for label, key in shown if key + "_recall@10" in o)
+    start = f" (from question {o['offset'] + 1})" if o.get("offset") else ""
+    timing = [f"NAR {o['nar_seconds']:.1f} s"]
+    if "nar_asu_seconds" in o:
+        timing.append(f"NAR with ASU {o['nar_asu_seconds']:.1f} s, {o['nar_asu_llm_calls']:g} LLM calls")
+    return [
+        "",
+        f"Supporting-paragraph recall@10 on {o['questions']} questions{start}: {recall}",
+        "(per question: " + "; ".join(timing) + ")",
+    ]
