@@ -7,13 +7,15 @@ from collections.abc import Mapping
 from typing import Any, TypeVar
 
 from langgraph.runtime import Runtime
-from pydantic import BaseModel, Field, ValidationError
+from pydantic import BaseModel, Field, ValidationError, field_validator
 
-from agent.errors import ConfigError
+from agent.errors import AgentError, ConfigError
 from agent.llm.calls import LLMOptions
 from agent.retrieval.collections import open_store
-from agent.retrieval.pipeline import FirstStage, Reranker, RetrievalOptions
+from agent.retrieval.passage_set import given_passages, passage_set
+from agent.retrieval.pipeline import FirstStage, Reranker, RetrievalOptions, first_stage, rank_pool, search
 from agent.retrieval.store import Store
+from agent.schemas import Passage
 from agent.steps.casebook import Source, casebook
 from agent.steps.fewshot import Selection, Shots
 
@@ -23,6 +25,9 @@ C = TypeVar("C", bound="RunContext")
 class RunContext(BaseModel):
     llm: str = Field(default="", description="LLM provider: local | openai | fake | a registered name; '' = settings")
     collection: str = Field(default="", description="collection to retrieve from; '' = settings (demo)")
+    passages: list[Passage] | None = Field(
+        default=None, description="read these passages instead of retrieving from the collection (none: retrieve)"
+    )
     temperature: float = Field(default=0.3, ge=0, le=2, description="sampling temperature (DIVA A.4: 0.3)")
     max_tokens: int = Field(default=300, ge=16, le=4096, description="max tokens per LLM call (DIVA A.4: 300)")
     structured: bool = Field(default=True, description="grammar/JSON-schema constrained output where supported")
@@ -69,8 +74,28 @@ class RunContext(BaseModel):
             retries=self.retries,
         )
 
+    @field_validator("passages", mode="before")
+    @classmethod
+    def _given(cls, value: Any) -> list[Passage] | None:
+        return None if value is None else given_passages(value)
+
     def store(self) -> Store:
-        return open_store(self.collection or None)
+        """The given passages as a store, else the collection."""
+        return passage_set(self.passages) if self.passages else open_store(self.collection or None)
+
+    def pool(self, query: str, k: int, kind: FirstStage) -> list[Passage]:
+        """A method's candidates: the first stage's top ``k`` for ``query``, or every given passage in their order
+        (retrieval skipped; the method still re-ranks and prunes within them)."""
+        if self.passages:
+            return list(passage_set(self.passages).items)
+        return first_stage(self.store(), [query], k, kind)[0]
+
+    def search(self, query: str, k: int) -> list[Passage]:
+        """The retrieval pipeline's top ``k`` for ``query``; with given passages, all of them in the re-ranked order."""
+        if self.passages:
+            store = passage_set(self.passages)
+            return rank_pool(store, query, store.items, len(store.items), self.retrieval())
+        return search(self.store(), query, k, self.retrieval())
 
     def shots(self) -> Shots:
         return Shots(k=self.fewshot, selection=self.demo_selection, budget=self.prompt_tokens)
@@ -112,6 +137,8 @@ def make_context(
         return schema(**{k: v for k, v in values.items() if k in schema.model_fields})
     except ValidationError as exc:
         error = exc.errors()[0]
+        if isinstance(cause := error.get("ctx", {}).get("error"), AgentError):
+            raise cause from None  # our own check's message says it all (e.g. InvalidPassagesError)
         field = ".".join(str(part) for part in error["loc"])
         raise ConfigError(f"bad {owner} option: {field} {error['msg']}") from None
 

@@ -9,6 +9,10 @@ class InvalidQuestionError(AgentError, ValueError):
     """The question is empty or too long."""
 
 
+class InvalidPassagesError(AgentError, ValueError):
+    """The passages a caller gave a run are missing, too many, empty or too long."""
+
+
 class UnknownMethodError(AgentError, ValueError):
     """No graph of that name."""
 

@@ -98,6 +98,8 @@ class _Run:
 
 
 def _context(graph: Any, method: str, name: str | None, collection: str | None, options: dict[str, Any]) -> Any:
+    if method == "closed_book" and options.get("passages") is not None:
+        raise ConfigError("closed_book answers from the model alone and reads no passages: pick another method")
     values = {"llm": name or "", "collection": collection or "", **options}
     context = make_context(graph.context_schema, values, strict=True, owner=method)
     prewarm(context.llm or None)
@@ -115,7 +117,9 @@ def run(
     **options: Any,
 ) -> RunResult:
     """Answer ``question`` with ``method``; ``options`` override the method's context fields (e.g. ``top_k=10``); an
-    option the method does not have is a ``ConfigError`` listing the ones it has.
+    option the method does not have is a ``ConfigError`` listing the ones it has. ``passages=[...]`` (texts, or
+    ``{id, title, text}`` objects) makes the method read those instead of retrieving (``InvalidPassagesError`` when
+    they are empty, too many or too long).
 
     The result holds exactly the graph's output schema: the shared contract, and the method's own fields in ``extra``.
     ``on_node(node, update, seconds)`` is called as each node finishes (live progress, subgraph nodes included);

@@ -23,7 +23,7 @@ class Settings(BaseSettings):
         description="PostgreSQL (with pgvector) URL for passages and clarify threads; unset = embedded Chroma and SQLite",
     )
     hnsw_ef_search: int = Field(
-        default=100,
+        default=400,
         ge=10,
         le=1000,
         description="HNSW candidates per dense query (recall against speed; docs/deploy.md)",
@@ -71,6 +71,8 @@ class Settings(BaseSettings):
         return self.llm_timeout if self.llm_timeout is not None else (600.0 if local else 20.0)
 
     max_question_chars: int = 2000
+    max_given_passages: int = Field(default=100, ge=1, description="passages a caller may give one run to read")
+    max_given_passage_chars: int = Field(default=20_000, ge=100, description="characters of one given passage")
     max_passage_words: int = Field(
         default=300, ge=20, description="words of a passage shown to the LLM (a few ASQA passages run to 5,000)"
     )

@@ -21,7 +21,7 @@ from agent.context import RunContext, context_of
 from agent.llm.calls import Reply, aask, gather_concurrently
 from agent.llm.parsing import parse_yes_no
 from agent.nodes import llm_node
-from agent.retrieval.pipeline import FirstStage, MemoScorer, Reranker, first_stage, rank_pool
+from agent.retrieval.pipeline import FirstStage, MemoScorer, Reranker, rank_pool
 from agent.schemas import AmbiguityType, Passage, YesNo
 from agent.state import AnswerOutput, QuestionInput
 from agent.steps import rac
@@ -144,7 +144,7 @@ def retrieve(state: DivaState, runtime: Runtime[DivaContext]) -> dict:
     ctx = context_of(runtime, DivaContext)
     store, options = ctx.store(), ctx.retrieval()
     interpretations = state["interpretations"]
-    pool = first_stage(store, [state["question"]], ctx.pool_size, options.first_stage)[0]  # C_i, for the question
+    pool = ctx.pool(state["question"], ctx.pool_size, options.first_stage)  # C_i, for the question
     scorer = options.scorer()
     scorer = scorer and MemoScorer(scorer)  # retrieve and prune score the same pairs once
     retrieved_for: dict[str, list[int]] = {}

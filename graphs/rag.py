@@ -10,7 +10,6 @@ from pydantic import Field
 
 from agent.context import RunContext, context_of
 from agent.nodes import llm_node
-from agent.retrieval.pipeline import search
 from agent.state import AnswerOutput, AnswerState, QuestionInput
 from agent.steps.rac import extract, generate
 
@@ -24,7 +23,7 @@ class RagContext(RunContext):
 
 def retrieve(state: AnswerState, runtime: Runtime[RagContext]) -> dict:
     ctx = context_of(runtime, RagContext)
-    found = search(ctx.store(), state["question"], ctx.top_k, ctx.retrieval())
+    found = ctx.search(state["question"], ctx.top_k)
     return {"passages": found, "retrieved": found}
 
 

@@ -19,7 +19,7 @@ from agent.llm.calls import LLMOptions, Reply, aask, ask, run_concurrently
 from agent.llm.parsing import parse_self_ask, parse_short_answer
 from agent.nodes import llm_node
 from agent.retrieval.nar import neighbourhood_rerank
-from agent.retrieval.pipeline import FirstStage, first_stage
+from agent.retrieval.pipeline import FirstStage
 from agent.retrieval.rerank import rerank
 from agent.retrieval.scorers import DEFAULT_RERANKER, get_scorer
 from agent.schemas import Passage
@@ -134,7 +134,7 @@ def nar_rerank(state: SunarState, ctx: SunarContext) -> dict:
     """R+ of the pending sub-question and its NAR batches (the bench runs it too, inside ``node_calls``)."""
     store = ctx.store()
     sub_question = state["sub_question"]
-    r0 = first_stage(store, [sub_question], ctx.first_stage_k, ctx.first_stage)[0]  # first stage R0
+    r0 = ctx.pool(sub_question, ctx.first_stage_k, ctx.first_stage)  # first stage R0
     sets_per_batch: list[int] = []
     equivalence = get_equivalence(ctx.equivalence, ctx.llm_options())
 

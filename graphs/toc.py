@@ -31,7 +31,7 @@ from agent.llm.parsing import parse_true_false
 from agent.llm.usage import merge_usage
 from agent.nodes import llm_node
 from agent.retrieval.embeddings import embed
-from agent.retrieval.pipeline import Reranker, first_stage, rank_pool
+from agent.retrieval.pipeline import Reranker, rank_pool
 from agent.schemas import Disambiguation, Passage, TrueFalse, UsageReport
 from agent.state import AnswerOutput, QuestionInput
 from agent.steps import rac
@@ -247,7 +247,7 @@ def retrieve(state: TocState, runtime: Runtime[TocContext]) -> dict:
     """Sec. 3.1: one candidate pool for the AQ; the root node holds the AQ."""
     ctx = context_of(runtime, TocContext)
     root = TreeNode(id=0, question=state["question"], answer="")
-    pool = first_stage(ctx.store(), [state["question"]], ctx.pool_size, ctx.first_stage)[0]
+    pool = ctx.pool(state["question"], ctx.pool_size, ctx.first_stage)
     return {
         "pool": pool,
         "tree": [root],

@@ -18,7 +18,6 @@ from agent.llm.calls import Reply, aask, gather_concurrently
 from agent.llm.parsing import parse_execution, parse_long_answer, parse_query
 from agent.nodes import llm_node
 from agent.retrieval.embeddings import embed
-from agent.retrieval.pipeline import search
 from agent.schemas import Disambiguation, Execution, Passage
 from agent.state import AnswerOutput, QuestionInput
 from agent.steps.consolidation import hdbscan_labels, representatives
@@ -78,7 +77,7 @@ async def relax(state: VerdictState, runtime: Runtime[VerdictContext]) -> dict:
 
 def retrieve(state: VerdictState, runtime: Runtime[VerdictContext]) -> dict:
     ctx = context_of(runtime, VerdictContext)
-    universe = search(ctx.store(), state["relaxed_query"], ctx.top_k, ctx.retrieval())  # Eq. 7, one retrieval
+    universe = ctx.search(state["relaxed_query"], ctx.top_k)  # Eq. 7, one retrieval
     return {"passages": universe, "retrieved": universe}
 
 

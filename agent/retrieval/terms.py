@@ -19,6 +19,11 @@ STOP_WORDS = frozenset(
 )
 
 
+def content_words(text: str) -> list[str]:
+    """Every content word of ``text``, lower-cased, repeats included."""
+    return [w for w in _WORD.findall(text.lower()) if w not in STOP_WORDS]
+
+
 def query_terms(text: str) -> list[str]:
     """The distinct content words of ``text``, in order."""
-    return list(dict.fromkeys(w for w in _WORD.findall(text.lower()) if w not in STOP_WORDS))
+    return list(dict.fromkeys(content_words(text)))
