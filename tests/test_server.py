@@ -187,3 +187,34 @@ def test_load_refuses_targets_off_this_machine():
 
     with pytest.raises(ConfigError, match="only target this machine"):
         run_load("http://10.0.0.1:8000")
+
+
+def test_serve_passes_its_options_to_the_app_as_settings_not_through_the_environment(home, monkeypatch):
+    import anyio
+    import uvicorn
+    from typer.testing import CliRunner
+
+    from agent.settings import get_settings
+    from agent.surfaces.cli import app
+
+    served = {}
+    monkeypatch.setattr(uvicorn, "run", lambda app_, **kwargs: served.update(app=app_, **kwargs))
+    monkeypatch.setattr("signal.signal", lambda *args: None)
+    before = dict(os.environ)
+    args = ["serve", "--llm", "fake", "-c", "tiny", "--collections", "other", "--api-key", "k", "--no-store-server"]
+    try:
+        result = CliRunner().invoke(app, args)
+        assert result.exit_code == 0, result.output
+        assert {k: v for k, v in os.environ.items() if k.startswith("AMBIGQA_")} == {
+            k: v for k, v in before.items() if k.startswith("AMBIGQA_")
+        }
+
+        async def health():
+            transport = httpx.ASGITransport(app=served["app"])
+            async with httpx.AsyncClient(transport=transport, base_url="http://app") as client:
+                return (await client.get("/health", headers={"X-API-Key": "k"})).json()
+
+        body = anyio.run(health)
+        assert body["llm"] == "fake" and body["collections"] == ["tiny", "other"] and served["port"] == 8000
+    finally:
+        get_settings.cache_clear()

@@ -74,6 +74,6 @@ print(sum(bool(r["answer"]) for r in asyncio.run(main())))
 
 def test_a_cold_process_survives_a_first_concurrent_burst(served_home):
     env = {**os.environ, "AMBIGQA_HOME": str(served_home), "PYTHONPATH": os.getcwd()}
-    for _ in range(2):  # the race was on the first burst of a fresh process, most of the time
+    for _ in range(2):  # a fresh process meets its first burst cold: twice, as a race need not show every time
         proc = subprocess.run([sys.executable, "-c", COLD_BURST], env=env, capture_output=True, text=True, timeout=300)
         assert proc.returncode == 0 and proc.stdout.strip() == "6", proc.stderr[-2000:]

@@ -55,7 +55,9 @@ def ask(
     ),
     llm: str | None = typer.Option(None, "--llm", help="local (default) | openai | fake"),
     collection: str | None = typer.Option(None, "--collection", "-c", help="Chroma collection (default: demo)"),
-    top_k: int | None = typer.Option(None, "--top-k", help="passages to retrieve, where the method retrieves"),
+    top_k: int | None = typer.Option(
+        None, "--top-k", help="passages to retrieve, where the method retrieves (default: the method's)"
+    ),
     settings: list[str] = typer.Option(
         [], "--set", help="FIELD=VALUE, one of the method's options; repeatable (e.g. --set temperature=0)"
     ),
@@ -206,7 +208,7 @@ def retrieve(
 def ingest(
     corpus: Path = typer.Argument(..., help="JSONL file, one {id, title, text} passage per line"),
     collection: str = typer.Option(..., "--collection", "-c", help="collection to create or extend"),
-    batch_size: int = typer.Option(128, "--batch-size", min=1, max=4096),
+    batch_size: int = typer.Option(128, "--batch-size", min=1, max=4096, help="passages embedded and stored at a time"),
     prune: bool = typer.Option(False, "--prune", help="remove stored passages whose id is no longer in the file"),
     vectors: Path | None = typer.Option(
         None, "--vectors", help="Parquet file of precomputed vectors (columns id, vector; the corpus's order)"
@@ -256,7 +258,7 @@ def eval_command(
     judge: str | None = typer.Option(
         None,
         "--judge",
-        help="LLM judge for VerDICt's grounded metrics on ASQA-style data (opt-in; adds ~12 calls a run)",
+        help="LLM judge for VerDICt's grounded metrics on ASQA-style data (default: none, no grounded metrics)",
     ),
     settings: list[str] = typer.Option(
         [], "--set", help="METHOD.FIELD=VALUE, a method's option; repeatable (e.g. sunar.asu=false)"
@@ -300,8 +302,12 @@ def eval_command(
 def bench(
     corpus: Path = typer.Option(Path("../shared/data/asqa/corpus.jsonl"), "--corpus", help="passages JSONL"),
     dataset: Path = typer.Option(Path("../shared/data/asqa/dev.jsonl"), "--dataset", help="questions JSONL"),
-    collection: str = typer.Option("asqa", "--collection", "-c"),
-    methods: str = typer.Option("closed_book,rag,diva,toc,verdict,sunar", "--methods"),
+    collection: str = typer.Option("asqa", "--collection", "-c", help="collection the corpus is ingested into"),
+    methods: str = typer.Option(
+        "closed_book,rag,diva,toc,verdict,sunar",
+        "--methods",
+        help="comma-separated methods for the orchestration figure",
+    ),
     questions: int = typer.Option(3, "--questions", min=1, help="questions per method for the orchestration figure"),
     out: Path | None = typer.Option(None, "--out", help="also write the figures as JSON here"),
     nar_questions: int = typer.Option(
@@ -403,16 +409,18 @@ def _report(results: dict[str, Any], out: Path | None, table: str) -> None:
 
 @app.command()
 def serve(
-    host: str = typer.Option("127.0.0.1", "--host"),
-    port: int = typer.Option(8000, "--port"),
+    host: str = typer.Option("127.0.0.1", "--host", help="address to listen on"),
+    port: int = typer.Option(8000, "--port", help="port to listen on"),
     llm: str | None = typer.Option(None, "--llm", help="local (default) | openai | fake (scripted, for tests)"),
-    collection: str | None = typer.Option(None, "--collection", "-c"),
+    collection: str | None = typer.Option(
+        None, "--collection", "-c", help="collection a request reads unless it names one (default: settings, demo)"
+    ),
     api_key: str | None = typer.Option(
         None, "--api-key", envvar="AMBIGQA_API_KEY", help="require this X-API-Key header"
     ),
     max_concurrent: int = typer.Option(4, "--max-concurrent", min=1, help="graph runs at once; more wait, then 503"),
     queue_timeout: float = typer.Option(30.0, "--queue-timeout", min=0, help="seconds a request waits for a slot"),
-    max_body_bytes: int = typer.Option(64_000, "--max-body-bytes", min=256),
+    max_body_bytes: int = typer.Option(64_000, "--max-body-bytes", min=256, help="largest request body (then 413)"),
     body_timeout: float = typer.Option(10.0, "--body-timeout", min=0.1, help="seconds a client has to send its body"),
     request_timeout: float = typer.Option(
         600.0, "--request-timeout", min=1, help="deadline of one request's graph runs (then 504)"
@@ -515,10 +523,10 @@ def mcp(
 @app.command()
 def load(
     url: str = typer.Option("http://127.0.0.1:8000", "--url", help="a server started with `serve` on this machine"),
-    method: str = typer.Option("rag", "--method", "-m"),
-    requests: int = typer.Option(50, "--requests", min=1, max=1000),
-    concurrency: int = typer.Option(50, "--concurrency", min=1, max=200),
-    api_key: str | None = typer.Option(None, "--api-key", envvar="AMBIGQA_API_KEY"),
+    method: str = typer.Option("rag", "--method", "-m", help="the method every request invokes"),
+    requests: int = typer.Option(50, "--requests", min=1, max=1000, help="requests to send"),
+    concurrency: int = typer.Option(50, "--concurrency", min=1, max=200, help="requests in flight at once"),
+    api_key: str | None = typer.Option(None, "--api-key", envvar="AMBIGQA_API_KEY", help="X-API-Key header to send"),
 ) -> None:
     """Send a bounded burst of concurrent requests to a loopback server; report successes, 503s, throughput, p95."""
     from agent.errors import AgentError
