@@ -19,6 +19,7 @@ DESCRIPTIONS = {
     "toc": "Answer an ambiguous question with Tree of Clarifications: explore its interpretations as a tree, then answer all.",
     "verdict": "Answer an ambiguous question with VerDICt: one interpretation per verified passage, consolidated.",
     "sunar": "Answer a complex multi-hop question by decomposing it and retrieving evidence hop by hop.",
+    "madam": "Answer from documents that may conflict: one agent per document, debating rounds, an aggregator.",
     "router": "Answer a question, routing clear ones to simple RAG and ambiguous ones to a disambiguation method.",
 }
 METHODS = tuple(DESCRIPTIONS)
@@ -29,6 +30,7 @@ COSTS = {  # what a call costs (docs/methods.md, ASQA dev, local model): helps a
     "toc": "about 5 LLM calls exploring a tree of interpretations",
     "verdict": "about 22 LLM calls, one per retrieved passage; most thorough, slowest",
     "sunar": "a few calls per hop; for multi-hop questions, not ambiguity",
+    "madam": "one call per document per round (up to 3 rounds) plus one per round to aggregate",
     "router": "1 call to judge ambiguity, then rag or a disambiguation method",
 }
 

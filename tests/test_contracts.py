@@ -14,6 +14,7 @@ OWN_FIELDS = {
     "toc": {"tree", "stop_reason", "expansions"},
     "verdict": {"relaxed_query", "candidates", "abstentions", "unparsed", "cluster_labels", "uncited"},
     "sunar": {"hops"},
+    "madam": {"answers", "rejected_ids", "rounds", "stop_reason"},
     "router": {"ambiguity_types", "ambiguity_reason", "route", "interpretations", "chosen"},
 }
 
@@ -38,7 +39,7 @@ def test_run_returns_exactly_the_output_schema(collection, method):
     result = agent.run(QUESTION, method=method, llm="fake", collection=collection)
     assert result.answer
     assert set(result.extra) <= OWN_FIELDS[method]
-    if method in ("diva", "toc", "verdict", "sunar"):
+    if method in ("diva", "toc", "verdict", "sunar", "madam"):
         assert set(result.extra) == OWN_FIELDS[method]  # every field the README promises is there
 
 

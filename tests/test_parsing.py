@@ -161,3 +161,22 @@ def test_garbage_from_the_llm_is_a_clear_error_not_an_answer(collection, scripte
         agent.run("When did the Harry Potter film come out?", method="closed_book", llm=name, collection=collection,
                   retries=1)  # fmt: skip
     assert len(model.calls) == 2
+
+
+def test_madam_replies_parse_tolerantly_and_an_empty_answer_is_no_answer():
+    from agent.llm.parsing import parse_agent_reply, parse_aggregation
+
+    assert parse_agent_reply("Answer: 1963. Explanation: The document says 1963.") == ("1963", "The document says 1963")
+    assert parse_agent_reply("Answer: {1963}. Explanation: {born 1963}.") == ("1963", "born 1963")
+    assert parse_agent_reply("He was born in 1963. The document says so.")[0] == "He was born in 1963"
+    with pytest.raises(ParseError):
+        parse_agent_reply("Answer: . Explanation: nothing")
+    assert parse_aggregation('All Correct Answers: ["1963", "1956"]. Explanation: two people.') == (
+        ["1963", "1956"],
+        "two people",
+    )
+    assert parse_aggregation("All Correct Answers: []. Explanation: none.")[0] == []
+    assert parse_aggregation("unknown") == ([], "")
+    assert parse_aggregation("All Correct Answers: ['1963', 'unknown']. Explanation: x")[0] == ["1963"]
+    with pytest.raises(ParseError):
+        parse_aggregation("I think 1963.")

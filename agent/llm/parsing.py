@@ -291,3 +291,42 @@ def parse_decisions(text: str, count: int) -> list[bool]:
     if len(labels) != count or any(label not in ("yes", "no") for label in labels):
         raise ParseError(f"expected {count} Yes/No labels, found {len(labels)}")
     return [label == "yes" for label in labels]
+
+
+_ANSWER_FIELD = re.compile(r"answer\s*:\s*(.*?)(?:\.?\s*explanation\s*:|$)", re.IGNORECASE | re.DOTALL)
+_EXPLANATION_FIELD = re.compile(r"explanation\s*:\s*(.*)", re.IGNORECASE | re.DOTALL)
+
+
+def parse_agent_reply(text: str) -> tuple[str, str]:
+    """MADAM-RAG's agent: ``Answer: … Explanation: …`` → (answer, explanation); without the labels the first
+    sentence is the answer. An empty answer is a ``ParseError`` (an agent that says nothing has not answered)."""
+    stripped = text.strip().strip("'\"")
+    found = _ANSWER_FIELD.search(stripped)
+    explanation = _EXPLANATION_FIELD.search(stripped)
+    answer = found.group(1) if found else (sentences(stripped) or [""])[0]
+    answer = _clean(answer.splitlines()[0] if answer.strip() else "").strip(" .{}[]")
+    if not answer or not any(ch.isalnum() for ch in answer):
+        raise ParseError("the agent gave no answer")
+    return answer, _clean(explanation.group(1)).strip(" .{}'\"") if explanation else ""
+
+
+_ALL_ANSWERS = re.compile(r"all correct answers\s*:\s*(\[.*?\]|[^\n.]*)", re.IGNORECASE | re.DOTALL)
+
+
+def parse_aggregation(text: str) -> tuple[list[str], str]:
+    """MADAM-RAG's aggregator: ``All Correct Answers: [...]. Explanation: …`` → (answers, explanation); ``unknown``
+    or ``[]`` is no answer. Without the label there is nothing to trust: ``ParseError``."""
+    found = _ALL_ANSWERS.search(text)
+    if found is None:
+        if _clean(text).strip(" .'\"").lower() == "unknown":
+            return [], ""
+        raise ParseError("no 'All Correct Answers:' line")
+    raw = found.group(1).strip()
+    try:
+        values = json.loads(raw) if raw.startswith("[") else [raw]
+    except json.JSONDecodeError:
+        values = [v.strip(" '\"") for v in raw.strip("[]").split(",")]
+    answers = [_clean(str(v)).strip(" .'\"") for v in values if not isinstance(v, (list, dict))]
+    answers = list(dict.fromkeys(a for a in answers if a and a.lower() not in _NULL_WORDS))
+    explanation = _EXPLANATION_FIELD.search(text[found.end() :])
+    return answers, _clean(explanation.group(1)).strip(" .{}'\"") if explanation else ""

@@ -8,6 +8,7 @@ word-level tokens and, like llama.cpp, reports the prompt prefix shared with the
 from __future__ import annotations
 
 import asyncio
+import json
 import re
 import threading
 import time
@@ -271,6 +272,20 @@ def _demo_verdict_answer(call: ScriptedCall) -> str:
     return f"Answer: “{_question(call)}” can be read in {len(pairs)} ways, each grounded in a passage. {body}"
 
 
+def _demo_madam_agent(call: ScriptedCall) -> str:
+    document = call.user.split("document:", 1)[-1]
+    fact = _FACT.search(document)
+    if not fact:
+        return "Answer: unknown. Explanation: The document does not say."
+    return f"Answer: {fact.group(0)}. Explanation: The document states {fact.group(0)}."
+
+
+def _demo_madam_aggregate(call: ScriptedCall) -> str:
+    answers = re.findall(r"^Agent \d+: Answer: (.+?)\. Explanation", call.user, re.MULTILINE)
+    kept = [a for a in dict.fromkeys(answers) if a != "unknown"]
+    return f"All Correct Answers: {json.dumps(kept)}. Explanation: Each answer is stated by an agent's document."
+
+
 def _demo_match(call: ScriptedCall) -> str:
     reference = call.user.split("Reference disambiguations:", 1)[-1]
     return "\n".join(f"{n}: Yes" for n in re.findall(r"^(\d+)\.", reference, re.MULTILINE))
@@ -298,6 +313,9 @@ DEMO_SCRIPT: dict[str, Reply] = {
     "verdict_execute": _demo_execute,
     "verdict_answer": _demo_verdict_answer,
     "verdict_answer_disambiguations": _demo_verdict_answer,
+    "madam_agent": _demo_madam_agent,
+    "madam_debate": _demo_madam_agent,
+    "madam_aggregate": _demo_madam_aggregate,
     "eval_verify": "Yes",
     "eval_match": _demo_match,
     "eval_dedup": _demo_dedup,
