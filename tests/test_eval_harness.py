@@ -103,6 +103,31 @@ def test_unknown_method_fails_before_any_run(dataset, tmp_path):
     assert not (tmp_path / "o").exists()
 
 
+def test_the_all_suite_runs_each_bench_where_the_data_has_what_it_needs(tmp_path, monkeypatch):
+    from agent.errors import ConfigError
+    from agent.eval import bench
+
+    called: dict[str, object] = {}
+    monkeypatch.setattr(bench, "_store", lambda corpus, collection, log: called.setdefault("store", collection))
+    monkeypatch.setattr(bench, "ingest_rate", lambda corpus: {"passages": 1, "passages_per_s": 2.0, "rerun_s": 0.1})
+    monkeypatch.setattr(bench, "retrieval_latency", lambda collection, questions: called.setdefault("asked", questions))
+    monkeypatch.setattr(bench, "orchestration_overhead", lambda methods, questions, collection: {"ran": questions})
+    monkeypatch.setattr(bench, "oracle_mrecall", lambda collection, examples: {"questions": len(examples)})
+    monkeypatch.setattr(
+        bench, "nar_recall", lambda collection, examples, llm, record: {"ids": [e.id for e in examples]}
+    )
+    hotpot = tmp_path / "hotpot.jsonl"
+    hotpot.write_text("".join(json.dumps({"id": f"h{i}", "question": f"Q{i}?", "answers": ["a"],
+                                          "supporting_ids": ["p"]}) + "\n" for i in range(5)))  # fmt: skip
+    results = bench.run_bench(tmp_path / "corpus.jsonl", hotpot, "c", ["rag"], questions=2, log=lambda _: None,
+                              nar_questions=2, nar_offset=1)  # fmt: skip
+    assert list(results) == ["ingest", "retrieval", "orchestration", "nar_recall"]  # no gold interpretations: no oracle
+    assert results["orchestration"] == {"ran": ["Q0?", "Q1?"]} and called["store"] == "c"
+    assert results["nar_recall"] == {"ids": ["h1", "h2"], "offset": 1}
+    with pytest.raises(ConfigError, match="unknown suite"):
+        bench.run_bench(tmp_path / "corpus.jsonl", hotpot, "c", ["rag"], suite="nope")
+
+
 def test_orchestration_overhead_compares_wall_time_with_the_llm_critical_path(collection):
     from agent.eval.bench_orchestration import _union_seconds, orchestration_overhead
 
@@ -351,5 +376,5 @@ def test_a_crash_of_the_embedded_server_fails_that_run_only(dataset, collection,
         raise LLMUnavailableError("LLM endpoint unreachable or too slow (APIConnectionError: Connection error.)")
 
     down, _ = scripted({**SCRIPT, "rag_generate": unreachable})
-    with pytest.raises(LLMUnavailableError):  # an endpoint that is down stops the evaluation, as before
+    with pytest.raises(LLMUnavailableError):  # an endpoint that is down stops the evaluation
         evaluate(config.model_copy(update={"llm": down, "out": tmp_path / "down"}), progress=False, log=lambda _: None)

@@ -1,2 +1,3 @@
-"""Evaluation: metrics, grounded LLM-judge metrics (``grounded``), the resumable harness (``ambigqa eval``) and LLM-free
-benchmarks (``bench``)."""
+"""Evaluation. ``ambigqa eval``: the run loop (``harness``), per-question metrics (``scoring``, ``metrics``,
+``grounded``), resume (``resume``), the summary and its reports (``report``, ``stats``). ``ambigqa bench``: LLM-free
+benchmarks (``bench`` and its ``bench_*`` suites, ``scale``)."""

@@ -148,17 +148,13 @@ def _score(
     evidence: Sequence[Sequence[Passage]] | None,
     max_concurrency: int,
 ) -> GroundedScores:
+    """The judge's verdicts, matches and deduplications for one question, and the scores they give."""
     by_id = {p.id: p for p in passages}
-
-    def grounding(d: Disambiguation) -> list[Passage]:
-        cited = [by_id[i] for i in d.passage_ids if i in by_id]
-        return cited[:1] or list(passages)  # p̂, or U_q for interpretations without a passage (Eq. 19 note)
-
-    jobs = [(d.question, d.answer, grounding(d)) for d in predictions]
+    jobs = [(d.question, d.answer, _grounding(d, by_id, passages)) for d in predictions]
     jobs += [(g.question, g.answer, list(evidence[j]) if evidence else list(passages)) for j, g in enumerate(gold)]
     verdicts = run_concurrently(
         lambda job: verify(*job, options) if job[2] else Reply(False, "", parsed=False), jobs, max_concurrency
-    )
+    )  # V for each prediction, then for each gold interpretation against its evidence
     verified = [r.value for r in verdicts[: len(predictions)]]
     grounded = [r.value for r in verdicts[len(predictions) :]]
 
@@ -173,12 +169,8 @@ def _score(
     unique = distinct(question, asked, options)
     replies = [*verdicts, ungrounded, matched, covered, known, extra, unique]
 
-    recalled = sum(covered.value) + extra.value
     g_precision = _ratio(sum(verified), len(predictions))
-    g_recall = _ratio(recalled, len(grounded_gold) + extra.value)
-    g_f1 = None
-    if g_precision is not None and g_recall is not None:
-        g_f1 = 2 * g_precision * g_recall / (g_precision + g_recall) if g_precision + g_recall else 0.0
+    g_recall = _ratio(sum(covered.value) + extra.value, len(grounded_gold) + extra.value)
     return GroundedScores(
         predictions=len(predictions),
         distinct=unique.value,
@@ -192,7 +184,19 @@ def _score(
         precision=_ratio(sum(matched.value), len(predictions)),
         g_precision=g_precision,
         g_recall=g_recall,
-        g_f1=g_f1,
+        g_f1=_f1(g_precision, g_recall),
         judge_failures=sum(not r.parsed for r in replies if r.text or r.usage.calls),
         usage=sum((r.usage for r in replies), NodeUsage()),
     )
+
+
+def _grounding(d: Disambiguation, by_id: dict[str, Passage], passages: Sequence[Passage]) -> list[Passage]:
+    """p̂, the first passage the prediction cites, or U_q for one without a passage (Eq. 19 note)."""
+    cited = [by_id[i] for i in d.passage_ids if i in by_id]
+    return cited[:1] or list(passages)
+
+
+def _f1(precision: float | None, recall: float | None) -> float | None:
+    if precision is None or recall is None:
+        return None
+    return 2 * precision * recall / (precision + recall) if precision + recall else 0.0

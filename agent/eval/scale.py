@@ -5,9 +5,8 @@ up to the size. A distractor takes half its words from one real passage and half
 sparse index sees the real vocabulary and term frequencies; its vector is its first source's vector plus Gaussian
 noise, σ = 0.057 per dimension: cosine ≈ 0.67 to the source, the median cosine of a real passage to its nearest real
 neighbour here, and ≈ 0.45 between two distractors of one source, near the real tenth neighbour's 0.43. So dense
-neighbourhoods fill the way a larger corpus on the same topics fills them, without hours of embedding. (σ = 0.032,
-cosine 0.85, packs ~80 near-copies around every real passage at 1M: a stress case, docs/deploy.md.) Both files are written once per size (JSONL and
-Parquet, deterministic) and loaded through the real ``ingest --vectors`` path.
+neighbourhoods fill the way a larger corpus on the same topics fills them, without hours of embedding. Both files are
+written once per size (JSONL and Parquet, deterministic) and loaded through the real ``ingest --vectors`` path.
 
 Per store and size: ingest rows/s; index build seconds (PostgreSQL builds HNSW and GIN after the load; Chroma grows
 its HNSW during the load, so its build is inside the ingest time) and size on disk; p50/p95 of dense, sparse and
@@ -24,6 +23,7 @@ import statistics
 import time
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -195,6 +195,7 @@ def _latencies(kind_settings: dict[str, Any], name: str, questions: list[str], c
 
 
 def latencies(settings: Settings, name: str, questions: list[str], clients: tuple[int, ...], queries: int) -> dict:
+    """``_latencies``' figures from a spawned process, so its memory is the serving store's alone."""
     context = multiprocessing.get_context("spawn")
     results = context.Queue()
     values = {"home": settings.home, "database_url": settings.database_url, "embeddings": settings.embeddings}
@@ -206,6 +207,7 @@ def latencies(settings: Settings, name: str, questions: list[str], clients: tupl
 
 
 def hnsw_recall(settings: Settings, name: str, questions: list[str], parquet: Path, k: int = 10) -> float:
+    """Mean share of the exact top-k that the store's approximate nearest-neighbour search finds."""
     from agent.retrieval.collections import open_collection
 
     store = open_collection(name, settings)
@@ -233,21 +235,14 @@ def scale_suite(
     folder.mkdir(parents=True, exist_ok=True)
     rows, vectors = real_passages(corpora, folder / "data")
     log(f"{len(rows):,} real passages; distractors up to {max(sizes):,}")
-    local = None
-    if "postgres" in stores and not database_url:
-        from agent.retrieval.local_postgres import start
-
-        local = start(folder / "postgres")
-        database_url = local.url
-    try:
+    with _database(folder, database_url, "postgres" in stores) as url:
         for size in sizes:
             corpus, parquet = write_corpus(rows, vectors, size, folder / "data")
             for kind in stores:
                 target = folder / f"{kind}-{size}.json"
                 if target.is_file() and not remeasure:
                     continue
-                home = folder / f"{kind}-{size}"
-                settings = Settings(home=home, database_url=database_url if kind == "postgres" else None)
+                settings = Settings(home=folder / f"{kind}-{size}", database_url=url if kind == "postgres" else None)
                 if target.is_file():
                     result: dict[str, Any] = json.loads(target.read_text())
                 else:
@@ -258,10 +253,22 @@ def scale_suite(
                 result["hnsw_recall@10"] = hnsw_recall(settings, f"scale-{size}", questions[:100], parquet)
                 target.write_text(json.dumps(result, indent=2))
                 log(json.dumps(result))
-    finally:
-        if local:
-            local.stop()
     return {p.stem: json.loads(p.read_text()) for p in sorted(folder.glob("*-*.json"))}
+
+
+@contextmanager
+def _database(folder: Path, database_url: str | None, needed: bool) -> Iterator[str | None]:
+    """``database_url``; without one, where a store needs it, a local PostgreSQL in ``folder`` for the run."""
+    if database_url or not needed:
+        yield database_url
+        return
+    from agent.retrieval.local_postgres import start
+
+    local = start(folder / "postgres")
+    try:
+        yield local.url
+    finally:
+        local.stop()
 
 
 def format_scale(results: dict[str, Any]) -> str:
