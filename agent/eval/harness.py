@@ -162,6 +162,8 @@ def _todo(
 
 
 def _writer(results: RowLog, bar: tqdm) -> Callable[[dict[str, Any]], None]:
+    """Appends each finished row to the results file and moves the progress bar on."""
+
     def write(row: dict[str, Any]) -> None:
         results.append(row)
         bar.set_postfix_str(f"{row['method']} · {row['id']}")
