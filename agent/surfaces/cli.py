@@ -11,11 +11,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import typer
-from rich.markup import escape
 
 from agent.registry import METHODS
 from agent.surfaces import printing
-from agent.surfaces.printing import err, fail, log, out, printable
+from agent.surfaces.printing import err, fail, log, out
 
 if TYPE_CHECKING:
     from agent.retrieval.store_server import StoreServer
@@ -83,7 +82,7 @@ def ask(
         fail("give a QUESTION (or --resume THREAD)")
     options = _run_options(settings, top_k)
     if not quiet:
-        err.print(f"[bold]{method}[/] · {escape(printable(question))}", highlight=False)
+        printing.print_asking(method, question)
     try:
         result = run(
             question, method=method, llm=llm, collection=collection, on_node=printing.progress(quiet), **options
@@ -458,12 +457,7 @@ def serve(
             collections=_served(collections, collection),
             options=frozenset(_comma_list(options)) if options else None,
         )  # fmt: skip
-        routes = ", ".join(f"/{m}" for m in METHODS)
-        store = "PostgreSQL" if settings.database_url else "embedded Chroma"
-        err.print(
-            f"serving {routes}, /clarify and /health on http://{host}:{port} (llm: {settings.llm}, store: {store})",
-            highlight=False,
-        )
+        printing.print_serving(METHODS, f"http://{host}:{port}", settings)
         # uvicorn re-raises SIGTERM after its graceful shutdown: make that an exit, so the store server stops too
         signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
         uvicorn.run(app_, host=host, port=port, log_level="warning")

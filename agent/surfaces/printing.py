@@ -13,6 +13,7 @@ from rich.markup import escape
 if TYPE_CHECKING:
     from agent.doctor import Check
     from agent.schemas import Passage, RunResult
+    from agent.settings import Settings
     from agent.threads import ClarifyResult
 
 out = Console()
@@ -76,6 +77,10 @@ def progress(quiet: bool, timed: bool = True) -> Callable[[str, dict[str, Any], 
             err.print(f"  [green]✓[/] [bold]{node}[/]{took}  {describe(update)}", highlight=False)
 
     return show
+
+
+def print_asking(method: str, question: str) -> None:
+    err.print(f"[bold]{method}[/] · {escape(printable(question))}", highlight=False)
 
 
 def print_result(result: RunResult) -> None:
@@ -153,3 +158,10 @@ def print_check(check: Check) -> None:
         highlight=False,
         soft_wrap=True,
     )
+
+
+def print_serving(methods: tuple[str, ...], url: str, settings: Settings) -> None:
+    """What a server serves, where, with which LLM and store."""
+    routes = ", ".join(f"/{m}" for m in methods)
+    store = "PostgreSQL" if settings.database_url else "embedded Chroma"
+    err.print(f"serving {routes}, /clarify and /health on {url} (llm: {settings.llm}, store: {store})", highlight=False)
