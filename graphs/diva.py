@@ -24,9 +24,10 @@ from agent.nodes import llm_node
 from agent.retrieval.pipeline import FirstStage, MemoScorer, Reranker, rank_pool
 from agent.schemas import AmbiguityType, Passage, YesNo
 from agent.state import AnswerOutput, QuestionInput
-from agent.steps import rac
+from agent.steps import conflict, rac
 from agent.steps.ambiguity import classify_ambiguity, infer_interpretations
 from agent.steps.casebook import evidence, shared_prefix
+from agent.steps.conflict import Conflict
 
 Grade = Literal["Useful", "PartialUseful", "Useless"]
 ExtractLayout = Literal["own_examples", "casebook_short"]
@@ -73,6 +74,9 @@ class DivaContext(RunContext):
     extract_prompt_tokens: int = Field(
         default=3300, ge=256, le=1_000_000, description="estimated prompt tokens of I_e's own prompt (own_examples)"
     )
+    settle_conflicts: bool = Field(
+        default=False, description="settle answers that disagree within one interpretation (agent.steps.conflict)"
+    )
     verify_max_tokens: int = Field(
         default=24, ge=4, le=300, description="reply tokens of a Yes/No verification (App. A.4.2: 3 on average)"
     )
@@ -104,6 +108,7 @@ class DivaOutput(AnswerOutput, total=False):
     verdicts: list[Verification]
     grade: Grade
     route: Literal["rag", "closed_book"]
+    conflicts: list[Conflict]  # with settle_conflicts: the answers that disagreed and what was dropped
 
 
 class TypedQuestionInput(QuestionInput, total=False):
@@ -234,6 +239,25 @@ async def rag_extract(state: DivaState, runtime: Runtime[DivaContext]) -> dict:
     }
 
 
+def after_extract(state: DivaState, runtime: Runtime[DivaContext]) -> Literal["settle", "rag_generate"]:
+    return "settle" if context_of(runtime, DivaContext).settle_conflicts else "rag_generate"
+
+
+async def settle(state: DivaState, runtime: Runtime[DivaContext]) -> dict:
+    """Disagreeing answers to one interpretation judged; I_g then reads what survived, not I_e's conversation."""
+    ctx = context_of(runtime, DivaContext)
+    pairs, passages, conflicts = await conflict.settle(
+        state["question"], state["disambiguations"], state["passages"], ctx.llm_options(), ctx.max_concurrency
+    )
+    changed = len(pairs) < len(state["disambiguations"])
+    return {
+        "disambiguations": pairs,
+        "passages": passages,
+        "conflicts": conflicts,
+        **({"short_extract_reply": None} if changed else {}),
+    }
+
+
 async def rag_generate(state: DivaState, runtime: Runtime[DivaContext]) -> dict:
     ctx = context_of(runtime, DivaContext)
     question, passages, options = state["question"], state["passages"], ctx.llm_options()
@@ -268,6 +292,7 @@ def build(input_schema: type = QuestionInput) -> Any:
     builder.add_node("prune", prune)
     builder.add_node("verify", llm_node(verify))
     builder.add_node("rag_extract", llm_node(rag_extract))
+    builder.add_node("settle", llm_node(settle))
     builder.add_node("rag_generate", llm_node(rag_generate))
     builder.add_node("closed_book", llm_node(closed_book))
     builder.add_edge(START, "type_ambiguity")
@@ -276,7 +301,8 @@ def build(input_schema: type = QuestionInput) -> Any:
     builder.add_edge("retrieve", "prune")
     builder.add_edge("prune", "verify")
     builder.add_conditional_edges("verify", adapt)
-    builder.add_edge("rag_extract", "rag_generate")
+    builder.add_conditional_edges("rag_extract", after_extract)
+    builder.add_edge("settle", "rag_generate")
     builder.add_edge("rag_generate", END)
     builder.add_edge("closed_book", END)
     return builder.compile(name="diva")

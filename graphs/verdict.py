@@ -20,6 +20,8 @@ from agent.nodes import llm_node
 from agent.retrieval.embeddings import embed
 from agent.schemas import Disambiguation, Execution, Passage
 from agent.state import AnswerOutput, QuestionInput
+from agent.steps import conflict
+from agent.steps.conflict import Conflict
 from agent.steps.consolidation import hdbscan_labels, representatives
 from agent.steps.rac import render_pairs, whole_answer
 from agent.text import passage_text, render_passages
@@ -48,6 +50,9 @@ class VerdictContext(RunContext):
         description="what the answer reads beside the disambiguations: their cited passages (the paper) or nothing "
         "more; with none it reads the top passages",
     )
+    settle_conflicts: bool = Field(
+        default=False, description="settle candidates that disagree within one interpretation (agent.steps.conflict)"
+    )
     append_uncited: bool = Field(
         default=False,
         description="append each disambiguation the answer failed to cite to its text (off, as in the paper)",
@@ -60,6 +65,7 @@ class VerdictOutput(AnswerOutput, total=False):
     abstentions: int  # passages whose I_E reply was null
     unparsed: int  # passages whose I_E reply stayed unusable after retries (also dropped)
     cluster_labels: list[int]  # HDBSCAN label per candidate; -1 = outlier
+    conflicts: list[Conflict]  # with settle_conflicts: the answers that disagreed and what was dropped
     uncited: int  # disambiguations the answer did not cite (appended to it with append_uncited)
 
 
@@ -107,6 +113,20 @@ async def execute(state: VerdictState, runtime: Runtime[VerdictContext]) -> dict
         "abstentions": sum(r.parsed and r.value is None for r in replies),
         "unparsed": sum(not r.parsed for r in replies),
     }
+
+
+def after_execute(state: VerdictState, runtime: Runtime[VerdictContext]) -> Literal["settle", "consolidate"]:
+    return "settle" if context_of(runtime, VerdictContext).settle_conflicts else "consolidate"
+
+
+async def settle(state: VerdictState, runtime: Runtime[VerdictContext]) -> dict:
+    """Candidates of one interpretation that disagree are judged before consolidation; losers and the passages
+    behind only them leave."""
+    ctx = context_of(runtime, VerdictContext)
+    candidates, passages, conflicts = await conflict.settle(
+        state["question"], state["candidates"], state["passages"], ctx.llm_options(), ctx.max_concurrency
+    )
+    return {"candidates": candidates, "passages": passages, "conflicts": conflicts}
 
 
 def consolidate(state: VerdictState, runtime: Runtime[VerdictContext]) -> dict:
@@ -158,12 +178,14 @@ builder = StateGraph(
 builder.add_node("relax", llm_node(relax))
 builder.add_node("retrieve", retrieve)
 builder.add_node("execute", llm_node(execute))
+builder.add_node("settle", llm_node(settle))
 builder.add_node("consolidate", consolidate)
 builder.add_node("answer", llm_node(answer))
 builder.add_edge(START, "relax")
 builder.add_edge("relax", "retrieve")
 builder.add_edge("retrieve", "execute")
-builder.add_edge("execute", "consolidate")
+builder.add_conditional_edges("execute", after_execute)
+builder.add_edge("settle", "consolidate")
 builder.add_edge("consolidate", "answer")
 builder.add_edge("answer", END)
 graph = builder.compile(name="verdict")

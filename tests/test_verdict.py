@@ -220,7 +220,7 @@ def test_verdict_exports_the_shared_contract_and_its_candidates():
     assert graph.get_input_jsonschema()["required"] == ["question"]
     assert set(graph.get_output_jsonschema()["properties"]) == {
         "answer", "disambiguations", "passages", "usage",
-        "relaxed_query", "candidates", "abstentions", "unparsed", "cluster_labels", "retrieved", "uncited",
+        "relaxed_query", "candidates", "abstentions", "unparsed", "cluster_labels", "retrieved", "uncited", "conflicts",
     }  # fmt: skip
 
 

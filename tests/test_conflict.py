@@ -1,0 +1,84 @@
+"""The conflict step: disambiguations of one interpretation whose answers differ are judged once, the losers and the
+passages behind only them dropped and reported; DIVA and VerDICt turn it on with ``settle_conflicts``. Real
+embeddings; a scripted model at the LLM boundary."""
+
+import asyncio
+import re
+
+import pytest
+
+import agent
+from agent.llm.calls import LLMOptions
+from agent.schemas import Disambiguation, Passage
+from agent.steps.conflict import conflicting_groups, parse_keep, settle
+
+QUESTION = "In which year was Michael Jordan born?"
+PASSAGES = [
+    Passage(id="player", text="Michael Jeffrey Jordan, the basketball player, was born on February 17, 1963."),
+    Passage(id="misinfo", text="Michael Jeffrey Jordan, the basketball player, was born in 1998."),
+    Passage(id="scientist", text="Michael Irwin Jordan, the American scientist, was born in 1956."),
+]
+PAIRS = [
+    Disambiguation(question="In which year was the basketball player Michael Jordan born?", answer="1963",
+                   passage_ids=["player"]),
+    Disambiguation(question="In what year was the basketball player Michael Jordan born?", answer="1998",
+                   passage_ids=["misinfo"]),
+    Disambiguation(question="In which year was the scientist Michael I. Jordan born?", answer="1956",
+                   passage_ids=["scientist"]),
+]  # fmt: skip
+
+
+def test_only_disagreeing_answers_to_one_interpretation_form_a_group():
+    assert conflicting_groups(PAIRS) == [[0, 1]]
+    agreeing = [PAIRS[0], PAIRS[1].model_copy(update={"answer": "1963."})]
+    assert conflicting_groups(agreeing) == []
+
+
+def test_the_judge_reads_each_answer_with_its_passages_and_the_loser_goes(scripted):
+    name, model = scripted({"conflict_judge": "Keep: 1"})
+    pairs, passages, conflicts = asyncio.run(settle(QUESTION, PAIRS, PASSAGES, LLMOptions(llm=name)))
+    assert [p.answer for p in pairs] == ["1963", "1956"] and [p.id for p in passages] == ["player", "scientist"]
+    assert [(c.answers, c.kept, c.dropped_ids) for c in conflicts] == [(["1963", "1998"], ["1963"], ["misinfo"])]
+    shown = model.calls[0].user
+    assert re.search(r"Answer 1: 1963\n.+born on February 17, 1963", shown)
+    assert re.search(r"Answer 2: 1998\n.+born in 1998", shown) and "scientist" not in shown
+
+
+def test_an_unusable_verdict_keeps_every_answer(scripted):
+    name, model = scripted({"conflict_judge": "I cannot tell."})
+    pairs, passages, conflicts = asyncio.run(settle(QUESTION, PAIRS, PASSAGES, LLMOptions(llm=name, retries=1)))
+    assert pairs == PAIRS and passages == PASSAGES and conflicts[0].kept == ["1963", "1998"]
+    assert len(model.calls) == 2  # retried once, then the documented fallback
+
+
+def test_keep_numbers_parse_within_range():
+    assert parse_keep("Keep: 1, 3", 3) == [0, 2]
+    assert parse_keep("keep 2 and 1", 2) == [0, 1]
+    with pytest.raises(ValueError):
+        parse_keep("Keep: 7", 2)
+
+
+@pytest.mark.parametrize("method", ["diva", "verdict"])
+def test_methods_settle_conflicts_only_when_asked(method, scripted):
+    docs = [p.model_dump() for p in PASSAGES]
+    name, model = scripted(
+        {
+            "conflict_judge": lambda call: "Keep: " + re.search(r"Answer (\d): 1963", call.user).group(1),
+            "rag_extract_short": '{"disambiguations": ['
+            + ", ".join(f'{{"question": "{p.question}", "answer": "{p.answer}"}}' for p in PAIRS)
+            + "]}",
+            "verdict_execute": lambda call: next(
+                f"Interpretation: {p.question}\nAnswer: {p.answer}"
+                for p, d in zip(PAIRS, PASSAGES)
+                if d.text in call.user
+            ),
+        },
+        default="Yes",
+    )
+    off = agent.run(QUESTION, method=method, llm=name, passages=docs)
+    assert "conflicts" not in off.extra and "conflict_judge" not in model.prompts()
+    on = agent.run(QUESTION, method=method, llm=name, passages=docs, settle_conflicts=True)
+    assert model.prompts().count("conflict_judge") == 1
+    assert on.extra["conflicts"][0].dropped_ids == ["misinfo"] and "misinfo" not in {p.id for p in on.passages}
+    assert "1998" not in {d.answer for d in on.disambiguations}
+    assert on.usage.by_node["settle"].calls == 1
