@@ -1,4 +1,5 @@
-"""Evaluation sets in the format of ``../shared/data``: ASQA-style (qa_pairs, long_answers) or HotpotQA-style (answers)."""
+"""Evaluation sets in the format of ``../shared/data``: ASQA-style (qa_pairs, long_answers), HotpotQA-style (answers) or
+RAMDocs (documents, gold_answers, wrong_answers), each in its own format."""
 
 from __future__ import annotations
 
@@ -16,6 +17,14 @@ class GoldPair(BaseModel):
     short_answers: list[str]
 
 
+class Document(BaseModel):
+    """A RAMDocs document: its text, its ``type`` (correct, misinfo or noise) and the answer it supports."""
+
+    text: str
+    type: Literal["correct", "misinfo", "noise"]
+    answer: str = ""
+
+
 class Example(BaseModel):
     id: str
     question: str
@@ -23,10 +32,25 @@ class Example(BaseModel):
     long_answers: list[str] = Field(default_factory=list)
     answers: list[str] = Field(default_factory=list)
     supporting_ids: list[str] = Field(default_factory=list)
+    documents: list[Document] = Field(default_factory=list)
+    gold_answers: list[str] = Field(default_factory=list)
+    wrong_answers: list[str] = Field(default_factory=list)
 
     @property
-    def kind(self) -> Literal["asqa", "hotpotqa"]:
+    def kind(self) -> Literal["asqa", "hotpotqa", "ramdocs"]:
+        if self.documents:
+            return "ramdocs"
         return "asqa" if self.qa_pairs else "hotpotqa"
+
+    def document_id(self, index: int) -> str:
+        """The passage id of the question's ``index``-th document (``<id>-d<index>``)."""
+        return f"{self.id}-d{index}"
+
+    def given_passages(self) -> list[dict[str, str]] | None:
+        """A RAMDocs question's own documents, what a method reads instead of retrieving; None for other sets."""
+        if not self.documents:
+            return None
+        return [{"id": self.document_id(i), "text": d.text} for i, d in enumerate(self.documents)]
 
     @property
     def short_answers(self) -> list[list[str]]:
@@ -47,10 +71,10 @@ def load_examples(path: Path, limit: int | None = None) -> list[Example]:
                 example = Example.model_validate(row)
             except (json.JSONDecodeError, ValidationError) as exc:
                 raise ConfigError(
-                    f"{path}:{number}: not an ASQA- or HotpotQA-style record ({str(exc).splitlines()[0]})"
+                    f"{path}:{number}: not an ASQA-, HotpotQA- or RAMDocs-style record ({str(exc).splitlines()[0]})"
                 ) from None
-            if not example.qa_pairs and not example.answers:
-                raise ConfigError(f"{path}:{number}: record has neither qa_pairs nor answers")
+            if not example.qa_pairs and not example.answers and not example.gold_answers:
+                raise ConfigError(f"{path}:{number}: record has neither qa_pairs, answers nor gold_answers")
             examples.append(example)
             if limit and len(examples) >= limit:
                 break

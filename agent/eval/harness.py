@@ -225,6 +225,7 @@ def run_one(
     from agent.runner import run
 
     critical = CriticalPath()
+    given = example.given_passages()  # a RAMDocs question is answered over its own documents
     result = run(
         example.question,
         method=method,
@@ -232,6 +233,7 @@ def run_one(
         collection=config.collection,
         on_node=critical,
         **config.options_for(method),
+        **({"passages": given} if given and method != "closed_book" else {}),
     )
     total = result.usage.total
     row: dict[str, Any] = {

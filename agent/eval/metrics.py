@@ -13,6 +13,7 @@ from collections import Counter
 from collections.abc import Callable, Sequence
 from functools import lru_cache
 
+from agent.llm.parsing import sentences
 from agent.text import normalize_answer
 
 Reader = Callable[[str, str], str]  # (question, context) → extracted answer span
@@ -122,3 +123,40 @@ def hf_reader(model_dir: str) -> Reader:
 
     qa = pipeline("question-answering", model=model_dir, tokenizer=model_dir, device=-1)
     return lambda question, context: str(qa(question=question, context=context)["answer"]) if context.strip() else ""
+
+
+REJECTING = re.compile(
+    r"\b(?:incorrect|wrong|false|erroneous|misinformation|mistaken|inaccurate|outdated|unreliable|disputed|"
+    r"contradict\w*|claim\w*|rather than|instead of|not (?:correct|accurate|true|supported|reliable))\b",
+    re.IGNORECASE,
+)
+
+
+def asserted_text(answer: str) -> str:
+    """What an answer asserts: its sentences without those that reject or merely report a claim ("Agent 3 says 1998,
+    which is wrong"), so naming a rejected answer does not count as stating it."""
+    return " ".join(s for s in sentences(answer) if not REJECTING.search(s))
+
+
+def conflict_em(text: str, golds: Sequence[str], wrongs: Sequence[str]) -> float:
+    """RAMDocs' exact match: every gold answer present and no wrong answer present."""
+    return float(all(_present(g, text) for g in golds) and not any(_present(w, text) for w in wrongs))
+
+
+def gold_recall(text: str, golds: Sequence[str]) -> float:
+    return sum(_present(g, text) for g in golds) / len(golds) if golds else 0.0
+
+
+def states_any(text: str, answers: Sequence[str]) -> float:
+    return float(any(_present(a, text) for a in answers))
+
+
+def rejection_scores(rejected: set[str], bad: set[str]) -> dict[str, float]:
+    """Precision and recall of the passages a method rejected against the ones labelled misinformation or noise;
+    each left out where it is undefined (nothing rejected, nothing bad)."""
+    scores = {}
+    if rejected:
+        scores["reject_precision"] = len(rejected & bad) / len(rejected)
+    if bad:
+        scores["reject_recall"] = len(rejected & bad) / len(bad)
+    return scores

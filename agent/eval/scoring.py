@@ -10,6 +10,8 @@ from agent.text import narrates
 
 def score(example: Example, result: RunResult, reader: m.Reader | None = None) -> dict[str, float]:
     """Per-question metrics; retrieval ones score what the method retrieved (none for a method that retrieves nothing)."""
+    if example.kind == "ramdocs":
+        return conflict_scores(example, result)
     retrieved = None if result.retrieved is None else [p.full_text for p in result.retrieved[:5]]
     if example.kind == "asqa":
         golds = example.short_answers
@@ -31,6 +33,46 @@ def score(example: Example, result: RunResult, reader: m.Reader | None = None) -
     if result.retrieved is not None:
         scores["support_recall@10"] = m.support_recall([p.id for p in result.retrieved[:10]], example.supporting_ids)
     return scores
+
+
+def conflict_scores(example: Example, result: RunResult) -> dict[str, float]:
+    """RAMDocs: exact match on what the answer states and on its whole text, gold recall, whether a wrong answer is
+    stated (questions that have one), and for methods that reject passages, their precision and recall against the
+    misinformation and noise labels."""
+    stated = stated_answers(result)
+    golds, wrongs = example.gold_answers, example.wrong_answers
+    scores = {
+        "em": m.conflict_em(stated, golds, wrongs),
+        "em_text": m.conflict_em(result.answer, golds, wrongs),
+        "gold_recall": m.gold_recall(stated, golds),
+    }
+    if wrongs:
+        scores["misinfo_stated"] = m.states_any(stated, wrongs)
+    rejected = rejected_ids(result)
+    if rejected is not None:
+        bad = {example.document_id(i) for i, d in enumerate(example.documents) if d.type != "correct"}
+        scores |= m.rejection_scores(rejected, bad)
+    return scores
+
+
+def stated_answers(result: RunResult) -> str:
+    """The answers a result states: MADAM's aggregated list, else the sentences of the answer that assert."""
+    if "answers" in result.extra:
+        return "; ".join(a.answer for a in result.extra["answers"])
+    return m.asserted_text(result.answer)
+
+
+def rejected_ids(result: RunResult) -> set[str] | None:
+    """The passages a method judged unreliable: MADAM's rejected documents, the conflict step's dropped passages, or
+    the passages VerDICt's execute abstained on; None for a method that grades none."""
+    if "rejected_ids" in result.extra:
+        return set(result.extra["rejected_ids"])
+    if "conflicts" in result.extra:
+        return {i for c in result.extra["conflicts"] for i in c.dropped_ids}
+    if "candidates" in result.extra and result.retrieved is not None:
+        cited = {i for c in result.extra["candidates"] for i in c.passage_ids}
+        return {p.id for p in result.retrieved} - cited
+    return None
 
 
 def grounded_metrics(
