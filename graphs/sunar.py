@@ -31,7 +31,18 @@ UNKNOWN = "unknown"
 
 
 class SunarContext(RunContext):
-    max_hops: int = Field(default=3, ge=1, le=8, description="most sub-questions before the final answer")
+    max_hops: int = Field(
+        default=10, ge=1, le=20, description="safety limit on sub-questions (official Self-Ask: none)"
+    )
+    r0_from: Literal["question", "sub_question"] = Field(
+        default="question",
+        description="what R0 is retrieved for; each sub-question scores it (official code: question)",
+    )
+    nar: bool = Field(default=True, description="NAR's neighbour frontier; off: R0 and the re-ranker only (ablation)")
+    mer: bool = Field(default=True, description="the Meta Evidence Reasoner; off: Self-Ask's own answer (ablation)")
+    mer_per_hop: int = Field(
+        default=2, ge=1, le=50, description="each hop's top passages MER re-ranks for the question (official code: 2)"
+    )
     first_stage: FirstStage = Field(default="bm25", description="R0's retriever: sparse, the complement of G's dense")
     first_stage_k: int = Field(default=100, ge=1, le=1000, description="depth of the first-stage ranking R0")
     neighbours_k: int = Field(default=10, ge=1, le=100, description="neighbours per passage in the graph G")
@@ -134,7 +145,8 @@ def nar_rerank(state: SunarState, ctx: SunarContext) -> dict:
     """R+ of the pending sub-question and its NAR batches (the bench runs it too, inside ``node_calls``)."""
     store = ctx.store()
     sub_question = state["sub_question"]
-    r0 = ctx.pool(sub_question, ctx.first_stage_k, ctx.first_stage)  # first stage R0
+    query = state["question"] if ctx.r0_from == "question" else sub_question
+    r0 = ctx.pool(query, ctx.first_stage_k, ctx.first_stage)  # first stage R0
     sets_per_batch: list[int] = []
     equivalence = get_equivalence(ctx.equivalence, ctx.llm_options())
 
@@ -146,7 +158,7 @@ def nar_rerank(state: SunarState, ctx: SunarContext) -> dict:
     result = neighbourhood_rerank(
         sub_question,
         r0,
-        lambda batch: store.neighbours(batch, ctx.neighbours_k),
+        (lambda batch: store.neighbours(batch, ctx.neighbours_k)) if ctx.nar else (lambda batch: {}),
         get_scorer(ctx.reranker),
         batch_size=ctx.batch_size,
         budget=ctx.budget,
@@ -177,17 +189,21 @@ async def answer_sub(state: SunarState, runtime: Runtime[SunarContext]) -> dict:
 
 
 async def meta_reason(state: SunarState, runtime: Runtime[SunarContext]) -> dict:
-    """MER: re-rank the evidence of every hop against the original question, keep the top, answer from path + it."""
+    """MER: the top ``mer_per_hop`` passages of every hop, re-ranked against the original question; the top
+    ``evidence_k`` of them and the reasoning path give the answer. Off: Self-Ask's own answer, no call."""
     ctx = context_of(runtime, SunarContext)
-    pool = list({p.id: p for p in state.get("evidence", [])}.values())
+    path = state.get("hops", [])
+    fallback = state.get("draft_answer") or (path[-1].answer if path else UNKNOWN)
+    by_id = {p.id: p for p in state.get("evidence", [])}
+    pool = list({i: by_id[i] for hop in path for i in hop.evidence_ids[: ctx.mer_per_hop] if i in by_id}.values())
+    if not ctx.mer:
+        return {"answer": fallback, "passages": pool, "retrieved": pool}
 
     def best_first() -> list[Passage]:  # every hop's evidence; on a worker thread (the scorer may load its model)
         return rerank(state["question"], pool, len(pool), get_scorer(ctx.reranker))
 
     ranked = await asyncio.to_thread(best_first)
     evidence = ranked[: ctx.evidence_k]
-    path = state.get("hops", [])
-    fallback = state.get("draft_answer") or (path[-1].answer if path else UNKNOWN)
     reply = await aask(
         "sunar_meta_reason", ctx.short_options(), parse=parse_short_answer, fallback=fallback,
         passages=render_passages(evidence, ctx.passage_words), path=_self_ask_path(path),

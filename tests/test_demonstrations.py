@@ -1,6 +1,7 @@
 """Demonstrations come only from the few-shot pool, nearest to the question, and fit the prompt's token budget."""
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -34,6 +35,34 @@ def test_no_prompt_or_demonstration_holds_a_scored_dev_question():
     for path in files:
         text = " ".join(path.read_text().lower().split())
         assert not [q for q in scored if q in text], path.name
+
+
+def _gold_paragraphs() -> tuple[set[str], list[str]]:
+    """The titles and texts of the passages that support a scored HotpotQA dev question."""
+    supporting = {
+        i for line in (SHARED_DATA / "hotpotqa" / "dev.jsonl").open() for i in json.loads(line)["supporting_ids"]
+    }
+    titles, texts = set(), []
+    for line in (SHARED_DATA / "hotpotqa" / "corpus.jsonl").open():
+        passage = json.loads(line)
+        if passage["id"] in supporting:
+            titles.add(passage["title"].lower())
+            texts.append(" ".join(passage["text"].lower().split()))
+    return titles, texts
+
+
+@pytest.mark.skipif(not (SHARED_DATA / "hotpotqa" / "corpus.jsonl").is_file(), reason="needs ../shared/data")
+def test_no_demonstration_is_built_from_a_scored_questions_gold_passages():
+    """A paraphrased demonstration keeps its passages' titles, or runs of their words: neither may come from a passage
+    that supports a scored question."""
+    titles, texts = _gold_paragraphs()
+    for path in (ROOT / "prompts").glob("*.txt"):
+        text = path.read_text()
+        shown = {t.strip().lower() for t in re.findall(r"^\[\d+\]\s*([^|\n]+?)\s*\|", text, re.MULTILINE)}
+        assert not shown & titles, (path.name, shown & titles)
+        words = " ".join(text.lower().split()).split()
+        runs = {" ".join(words[i : i + 8]) for i in range(len(words) - 7)}
+        assert not [r for r in runs if any(r in t for t in texts)], path.name
 
 
 @pytest.mark.skipif(not (SHARED_DATA / "asqa" / "fewshot_pool.jsonl").is_file(), reason="needs ../shared/data")

@@ -74,3 +74,20 @@ def test_hotpot_accuracy_and_support_recall():
     assert answer_accuracy("It hails from Fujioka, Gunma in Japan.", ["Fujioka, Gunma"]) == 1.0
     assert answer_accuracy("Tokyo", ["Fujioka, Gunma"]) == 0.0
     assert support_recall(["a", "b", "c"], ["b", "d"]) == 0.5
+
+
+def test_cover_em_needs_whole_words_where_the_substring_test_does_not():
+    from agent.eval.metrics import cover_em
+
+    assert answer_accuracy("The answer is unknown.", ["no"]) == 1.0  # "no" inside "unknown"
+    assert cover_em("The answer is unknown.", ["no"]) == 0.0
+    assert cover_em("No, it was not.", ["no"]) == 1.0
+    assert cover_em("It hails from Fujioka, Gunma in Japan.", ["Fujioka, Gunma"]) == 1.0
+
+
+def test_hotpot_f1_scores_yes_no_only_when_they_match():
+    from agent.eval.metrics import hotpot_f1
+
+    assert hotpot_f1("no", "yes") == 0.0 and hotpot_f1("yes", "yes") == 1.0
+    assert hotpot_f1("no it is not", "no") == 0.0  # the official script's yes/no rule, not a partial token match
+    assert 0 < hotpot_f1("the Green Bay Packers team", "Green Bay Packers") < 1

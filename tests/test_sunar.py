@@ -229,14 +229,15 @@ def test_sunar_decomposes_retrieves_answers_and_reasons_over_the_path(planted, s
         "sunar_meta_reason": "Answer: Ostra",
     })  # fmt: skip
     nodes = []
-    result = agent.run(QUESTION, method="sunar", llm=name, collection=planted, batch_size=4, budget=4,
+    result = agent.run(QUESTION, method="sunar", llm=name, collection=planted, batch_size=4, budget=8,
                        neighbours_k=2, on_node=lambda n, u, s: nodes.append(n))  # fmt: skip
     assert nodes == ["decompose", "nar_retrieve", "answer_sub"] * 2 + ["decompose", "meta_reason"]
     assert result.answer == "Ostra"
     path = result.extra["hops"]
     assert [(h.sub_question, h.answer) for h in path] == [
         ("What is the capital city of Zorbania?", "Velmora"), ("Which river flows through Velmora?", "Ostra")]  # fmt: skip
-    assert "zorbania" in path[0].evidence_ids and "velmora" in path[1].evidence_ids
+    assert "zorbania" in path[0].evidence_ids and "velmora" in path[1].evidence_ids  # R0 is the question's: BM25
+    assert path[1].frontier_passages >= 1  # missed the bridge passage, the neighbour frontier brought it
     assert set(path[0].semantic_sets) == {1}  # five identical samples per batch: one semantic set
     assert [h.answer for h in path] == ["Velmora", "Ostra"] and result.disambiguations == []
     assert "velmora" in path[1].supporting_ids
@@ -345,3 +346,27 @@ def test_bench_recall_records_each_question_and_resumes(planted, scripted, tmp_p
     assert again == both and len(model.calls) == 2 * calls and first["questions"] == 1 and both["questions"] == 2
     nar_recall(planted, examples, progress=False, record=record)  # rows without ASU are a different measurement
     assert len(record.read_text().splitlines()) == 4
+
+
+def test_ablations_switch_off_nar_and_mer_and_r0_can_follow_each_sub_question(planted, scripted):
+    def script():
+        return scripted({
+            "sunar_decompose": ["Follow up: What is the capital city of Zorbania?",
+                                "Follow up: Which river flows through Velmora?", "So the final answer is: Ostra"],
+            "sunar_answer_sub": "Answer: Velmora", "sunar_meta_reason": "Answer: Ostra",
+        })  # fmt: skip
+
+    common = {"collection": planted, "batch_size": 4, "budget": 8, "neighbours_k": 2, "asu": False}
+    name, _ = script()
+    no_nar = agent.run(QUESTION, method="sunar", llm=name, nar=False, **common)
+    assert all(h.frontier_passages == 0 for h in no_nar.extra["hops"])
+    assert "velmora" not in no_nar.extra["hops"][1].evidence_ids  # R0 and the re-ranker alone miss the bridge
+    name, model = script()
+    no_mer = agent.run(QUESTION, method="sunar", llm=name, mer=False, **common)
+    assert "sunar_meta_reason" not in model.prompts() and no_mer.answer == "Ostra"  # Self-Ask's own final answer
+    name, model = script()
+    per_sub = agent.run(QUESTION, method="sunar", llm=name, r0_from="sub_question", mer_per_hop=1, **common)
+    assert {p.id for p in per_sub.passages} == {
+        per_sub.extra["hops"][0].evidence_ids[0],
+        per_sub.extra["hops"][1].evidence_ids[0],
+    }  # one passage a hop: MER's

@@ -101,8 +101,31 @@ def best_over(metric: Callable[[str, str], float], prediction: str, golds: Seque
 
 
 def answer_accuracy(response: str, golds: Sequence[str]) -> float:
-    """1 if any gold answer appears in the response (long answers rarely match exactly)."""
+    """1 if any gold answer appears in the response as a substring, inside words too ("no" in "unknown"): kept, and
+    reported as ``acc_substring``, beside ``cover_em``."""
     return float(any(_present(g, response) for g in golds))
+
+
+def cover_em(response: str, golds: Sequence[str]) -> float:
+    """1 if any gold answer appears in the response as whole words once both are normalised."""
+    text = f" {normalize_answer(response)} "
+    return float(any(needle.strip() and f" {needle} " in text for needle in map(normalize_answer, golds)))
+
+
+YES_NO = {"yes", "no", "noanswer"}
+
+
+def hotpot_em(prediction: str, gold: str) -> float:
+    """HotpotQA's exact match: the official normalisation (lower case, no punctuation or articles)."""
+    return exact_match(prediction, gold)
+
+
+def hotpot_f1(prediction: str, gold: str) -> float:
+    """HotpotQA's F1: token F1, except that a yes/no answer on either side scores only when both are the same."""
+    pred, ref = normalize_answer(prediction), normalize_answer(gold)
+    if (pred in YES_NO or ref in YES_NO) and pred != ref:
+        return 0.0
+    return token_f1(prediction, gold)
 
 
 def support_recall(passage_ids: Sequence[str], supporting_ids: Sequence[str]) -> float:

@@ -16,10 +16,11 @@ from agent.eval.resume import read_rows
 from agent.eval.stats import excludes_zero, paired_difference, summarize_metrics
 
 METRIC_ORDER = ["str_em", "rouge_l", "disambig_f1", "dr", "mrecall@5", "coverage", "precision", "interp_recall",
-                "sufficient", "g_precision", "g_recall", "g_f1", "em", "f1", "acc", "support_recall@10",
-                "narrates"]  # fmt: skip
+                "sufficient", "g_precision", "g_recall", "g_f1", "em", "em_text", "f1", "cover_em", "acc_substring",
+                "gold_recall", "misinfo_stated", "reject_precision", "reject_recall", "support_recall@5",
+                "support_recall@10", "narrates"]  # fmt: skip
 NOTES = {  # options that change what a metric means, shown in summary.md when set
-    ("verdict", "append_uncited", True): "readings the answer did not cite are appended to it (lifts STR-EM)",
+    ("verdict", "append_uncited", True): "disambiguations the answer did not cite are appended to it (lifts STR-EM)",
 }
 
 

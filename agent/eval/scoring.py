@@ -26,12 +26,16 @@ def score(example: Example, result: RunResult, reader: m.Reader | None = None) -
             scores["dr"] = m.dr_score(scores["disambig_f1"], scores["rouge_l"])
         return scores
     scores = {
-        "em": m.best_over(m.exact_match, result.answer, example.answers),
-        "f1": m.best_over(m.token_f1, result.answer, example.answers),
-        "acc": m.answer_accuracy(result.answer, example.answers),
+        "em": m.best_over(m.hotpot_em, result.answer, example.answers),
+        "f1": m.best_over(m.hotpot_f1, result.answer, example.answers),
+        "cover_em": m.cover_em(result.answer, example.answers),
+        "acc_substring": m.answer_accuracy(result.answer, example.answers),
     }
-    if result.retrieved is not None:
-        scores["support_recall@10"] = m.support_recall([p.id for p in result.retrieved[:10]], example.supporting_ids)
+    if result.retrieved is not None:  # the same k for every method; @10 only where the method retrieved 10
+        ids = [p.id for p in result.retrieved]
+        scores["support_recall@5"] = m.support_recall(ids[:5], example.supporting_ids)
+        if len(ids) >= 10:
+            scores["support_recall@10"] = m.support_recall(ids[:10], example.supporting_ids)
     return scores
 
 
