@@ -98,8 +98,6 @@ class _Run:
 
 
 def _context(graph: Any, method: str, name: str | None, collection: str | None, options: dict[str, Any]) -> Any:
-    if method == "closed_book" and options.get("passages") is not None:
-        raise ConfigError("closed_book answers from the model alone and reads no passages: pick another method")
     values = {"llm": name or "", "collection": collection or "", **options}
     context = make_context(graph.context_schema, values, strict=True, owner=method)
     prewarm(context.llm or None)

@@ -2,23 +2,37 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from langgraph.graph import END, START, StateGraph
 from langgraph.runtime import Runtime
+from pydantic import field_validator
 
 from agent.context import RunContext, context_of
+from agent.errors import ConfigError
 from agent.nodes import llm_node
 from agent.state import AnswerOutput, AnswerState, QuestionInput
 from agent.steps.rac import closed_book
 
 
-async def answer(state: AnswerState, runtime: Runtime[RunContext]) -> dict:
-    ctx = context_of(runtime, RunContext)
+class ClosedBookContext(RunContext):
+    @field_validator("passages", mode="before")
+    @classmethod
+    def _reads_none(cls, value: Any) -> None:
+        if value is not None:
+            raise ConfigError("closed_book answers from the model alone and reads no passages: pick another method")
+
+
+async def answer(state: AnswerState, runtime: Runtime[ClosedBookContext]) -> dict:
+    ctx = context_of(runtime, ClosedBookContext)
     book = await ctx.acasebook(state["question"], "answers")  # one call: no prefix to share, the short examples suffice
     reply = await closed_book(state["question"], ctx.llm_options(), book)
     return {"answer": reply.value, "disambiguations": [], "passages": []}
 
 
-builder = StateGraph(AnswerState, input_schema=QuestionInput, output_schema=AnswerOutput, context_schema=RunContext)
+builder = StateGraph(
+    AnswerState, input_schema=QuestionInput, output_schema=AnswerOutput, context_schema=ClosedBookContext
+)
 builder.add_node("answer", llm_node(answer))
 builder.add_edge(START, "answer")
 builder.add_edge("answer", END)

@@ -7,6 +7,7 @@ decompose → nar_retrieve → answer_sub → decompose … → meta_reason.
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 from dataclasses import replace
 from typing import Literal
 
@@ -16,7 +17,7 @@ from pydantic import BaseModel, Field
 
 from agent.context import RunContext, context_of
 from agent.llm.calls import LLMOptions, Reply, aask, ask, run_concurrently
-from agent.llm.parsing import parse_self_ask, parse_short_answer
+from agent.llm.parsing import parse_final_answer, parse_self_ask, parse_short_answer
 from agent.nodes import llm_node
 from agent.retrieval.nar import neighbourhood_rerank
 from agent.retrieval.pipeline import FirstStage
@@ -60,11 +61,22 @@ class SunarContext(RunContext):
     evidence_k: int = Field(default=10, ge=1, le=50, description="evidence kept by the Meta Evidence Reasoner")
     passage_words: int = Field(default=100, ge=20, le=1000, description="words of each passage shown to the LLM")
     answer_tokens: int = Field(default=48, ge=8, le=512, description="max tokens of a sub-question, short answer")
+    answer_style: Literal["reasoned", "short"] = Field(
+        default="reasoned",
+        description="sub-answers and the final answer reason step by step, then a final line (official code); or short",
+    )
+    reasoning_tokens: int = Field(default=250, ge=32, le=2048, description="max tokens of a reasoned answer")
 
     def short_options(self, temperature: float | None = None) -> LLMOptions:
         """Options for the short calls: sub-questions and factoid answers."""
         temperature = self.temperature if temperature is None else temperature
         return replace(self.llm_options(), temperature=temperature, max_tokens=self.answer_tokens)
+
+    def answering(self, prompt: str) -> tuple[str, LLMOptions, Callable[[str], str]]:
+        """The prompt, options and parser of an answer (a sub-answer or MER's) in the run's ``answer_style``."""
+        if self.answer_style == "short":
+            return f"{prompt}_short", self.short_options(), parse_short_answer
+        return prompt, replace(self.llm_options(), max_tokens=self.reasoning_tokens), parse_final_answer
 
 
 class Hop(BaseModel):
@@ -122,13 +134,14 @@ def after_decompose(state: SunarState) -> Literal["nar_retrieve", "meta_reason"]
 
 
 def _sample_answers(sub_question: str, batch: list[Passage], path: list[Hop], ctx: SunarContext) -> list[Reply[str]]:
-    """Eq. 2: m answers to the sub-question from the batch alone."""
+    """Eq. 2: m short answers to the sub-question from the batch alone (short, whatever the answer style: m reasoned
+    samples per batch would cost the local model minutes a hop)."""
     options = ctx.short_options(ctx.asu_temperature)
     passages = render_passages(batch, ctx.passage_words)
 
     def sample(_: int) -> Reply[str]:
         return ask(
-            "sunar_answer_sub", options, parse=parse_short_answer, fallback=UNKNOWN,
+            "sunar_answer_sub_short", options, parse=parse_short_answer, fallback=UNKNOWN,
             passages=passages, path=_facts(path), question=sub_question,
         )  # fmt: skip
 
@@ -172,8 +185,9 @@ async def answer_sub(state: SunarState, runtime: Runtime[SunarContext]) -> dict:
     ctx = context_of(runtime, SunarContext)
     top = state["ranked"][: ctx.answer_top_k]
     path = state.get("hops", [])
+    prompt, options, parse = ctx.answering("sunar_answer_sub")
     reply = await aask(
-        "sunar_answer_sub", ctx.short_options(), parse=parse_short_answer, fallback=UNKNOWN,
+        prompt, options, parse=parse, fallback=UNKNOWN,
         passages=render_passages(top, ctx.passage_words), path=_facts(path), question=state["sub_question"],
     )  # fmt: skip
     frontier = {pid for b in state.get("nar_batches", []) if b["source"] == "frontier" for pid in b["ids"]}
@@ -204,8 +218,9 @@ async def meta_reason(state: SunarState, runtime: Runtime[SunarContext]) -> dict
 
     ranked = await asyncio.to_thread(best_first)
     evidence = ranked[: ctx.evidence_k]
+    prompt, options, parse = ctx.answering("sunar_meta_reason")
     reply = await aask(
-        "sunar_meta_reason", ctx.short_options(), parse=parse_short_answer, fallback=fallback,
+        prompt, options, parse=parse, fallback=fallback,
         passages=render_passages(evidence, ctx.passage_words), path=_self_ask_path(path),
         question=state["question"],
     )  # fmt: skip

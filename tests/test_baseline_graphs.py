@@ -175,3 +175,14 @@ def test_an_answer_that_carries_on_in_the_dq_da_format_ends_before_it(collection
     carried_on = GENERATE + " DA 1: 4 November 2001\nDQ 2: When was it released in US cinemas?"
     name, _ = scripted({"rag_extract": EXTRACT, "rag_generate": carried_on})
     assert agent.run(QUESTION, llm=name, collection=collection).answer == GENERATE.removeprefix("Answer: ")
+
+
+def test_rag_short_style_is_the_multi_hop_baseline_one_reasoned_call(collection, scripted):
+    reply = "Reasoning: [1] dates the premiere.\nSo the answer is: 4 November 2001"
+    name, model = scripted({"rag_short": reply})
+    nodes = []
+    result = agent.run(QUESTION, method="rag", llm=name, collection=collection, answer_style="short", top_k=3,
+                       first_stage="bm25", on_node=lambda n, u, s: nodes.append(n))  # fmt: skip
+    assert nodes == ["retrieve", "short_answer"] and model.prompts() == ["rag_short"]
+    assert result.answer == "4 November 2001" and result.disambiguations == [] and len(result.passages) == 3
+    assert "[3] " in model.calls[0].user and result.usage.by_node["short_answer"].calls == 1

@@ -158,3 +158,19 @@ def test_control_characters_never_reach_the_terminal(home, collection):
     assert proc.returncode == 0, proc.stderr
     assert "\x1b" not in proc.stderr + proc.stdout and "\x07" not in proc.stderr + proc.stdout
     assert "When did [31mthe film come out?" in proc.stderr
+
+
+def test_ask_reads_a_passages_file_instead_of_retrieving(home, tmp_path):
+    question = "When did the Harry Potter film come out?"
+    file = tmp_path / "passages.jsonl"
+    lines = [
+        {"id": "a", "title": "Harry Potter", "text": "The film premiered in London on 4 November 2001."},
+        "The film was released in the United States on 16 November 2001.",
+    ]
+    file.write_text("\n".join(json.dumps(line) for line in lines) + "\n")
+    proc = cli("ask", question, "--llm", "fake", "--json", "--passages", str(file), "-c", "no-such-collection",
+               home=home)  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    assert {p["id"] for p in json.loads(proc.stdout)["passages"]} == {"a", "p2"}
+    file.write_text('{"text": "fine"}\nnot json\n')
+    assert_one_line_error(cli("ask", question, "--llm", "fake", "--passages", str(file), home=home), ":2: not JSON")

@@ -70,3 +70,19 @@ def test_an_mcp_client_clarifies_a_question_and_resumes_the_thread_with_a_pick(h
     assert done.content[0].text == done.structured_content["answer"]
     assert again.is_error and "has been answered" in again.content[0].text
     assert llm.is_error and "cannot be set per call" in llm.content[0].text
+
+
+def test_an_mcp_call_brings_its_own_passages(home, collection):
+    given = ["Harry Potter and the Philosopher's Stone premiered in London on 4 November 2001.", "Bananas are yellow."]
+
+    async def calls(client):
+        own = await client.call_tool("ask_madam", {"question": QUESTION, "passages": given})
+        bad = await client.call_tool("ask_rag", {"question": QUESTION, "passages": ["x" * 20_001]})
+        closed = await client.call_tool("ask_closed_book", {"question": QUESTION, "passages": given})
+        return own, bad, closed
+
+    own, bad, closed = _session(home, collection, calls)
+    assert not own.is_error and {p["id"] for p in own.structured_content["passages"]} == {"p1", "p2"}
+    assert own.structured_content["answers"] and "rejected_ids" in own.structured_content
+    assert bad.is_error and "20,001 characters" in bad.content[0].text
+    assert closed.is_error and "reads no passages" in closed.content[0].text

@@ -180,3 +180,16 @@ def test_madam_replies_parse_tolerantly_and_an_empty_answer_is_no_answer():
     assert parse_aggregation("All Correct Answers: ['1963', 'unknown']. Explanation: x")[0] == ["1963"]
     with pytest.raises(ParseError):
         parse_aggregation("I think 1963.")
+
+
+def test_a_reasoned_answer_is_read_from_its_last_answer_line():
+    from agent.llm.parsing import parse_final_answer
+
+    assert parse_final_answer("Reasoning: [1] says 1946.\nSo the answer is: 1946.") == "1946"
+    assert (
+        parse_final_answer("Reasoning: x.\nAnswer: a\nSo the final answer is: Green Bay Packers") == "Green Bay Packers"
+    )
+    assert parse_final_answer("[Final Answer]: mid-September.") == "mid-September"
+    assert parse_final_answer("Velmora") == "Velmora"
+    with pytest.raises(ParseError):
+        parse_final_answer("Reasoning: the passages name the capital")

@@ -218,3 +218,19 @@ def test_serve_passes_its_options_to_the_app_as_settings_not_through_the_environ
         assert body["llm"] == "fake" and body["collections"] == ["tiny", "other"] and served["port"] == 8000
     finally:
         get_settings.cache_clear()
+
+
+def test_a_request_brings_its_own_passages_and_bad_ones_get_a_422(server):
+    given = [
+        {"id": "mine-1", "text": "Harry Potter and the Philosopher's Stone premiered in London on 4 November 2001."},
+        {"id": "mine-2", "text": "The film reached US cinemas on 16 November 2001."},
+    ]
+    payload = {"input": {"question": QUESTION}, "config": {"configurable": {"passages": given}}}
+    r = httpx.post(f"{server}/madam/invoke", json=payload, headers=KEY, timeout=60)
+    assert r.status_code == 200, r.text
+    output = r.json()["output"]
+    assert {p["id"] for p in output["passages"]} == {"mine-1", "mine-2"} and output["answers"]
+    for bad, fragment in (([], "at least one passage"), ([{"text": " "}], "passage 1 has no text")):
+        payload = {"input": {"question": QUESTION}, "config": {"configurable": {"passages": bad}}}
+        r = httpx.post(f"{server}/rag/invoke", json=payload, headers=KEY, timeout=60)
+        assert r.status_code == 422 and fragment in r.json()["detail"]

@@ -225,8 +225,11 @@ def test_sunar_decomposes_retrieves_answers_and_reasons_over_the_path(planted, s
         "sunar_decompose": ["Follow up: What is the capital city of Zorbania?",
                             "Follow up: Which river flows through Velmora?",
                             "So the final answer is: Ostra"],
-        "sunar_answer_sub": lambda call: "Answer: Velmora" if "Question: What is the capital" in call.user else "Answer: Ostra",
-        "sunar_meta_reason": "Answer: Ostra",
+        "sunar_answer_sub": lambda call: (
+            "Reasoning: [1] names the capital.\nSo the answer is: Velmora"
+            if "Question: What is the capital" in call.user else "Reasoning: [1] names the river.\nSo the answer is: Ostra"),
+        "sunar_answer_sub_short": "Answer: Velmora",
+        "sunar_meta_reason": "Reasoning: the path and [2] agree.\nSo the answer is: Ostra",
     })  # fmt: skip
     nodes = []
     result = agent.run(QUESTION, method="sunar", llm=name, collection=planted, batch_size=4, budget=8,
@@ -243,7 +246,8 @@ def test_sunar_decomposes_retrieves_answers_and_reasons_over_the_path(planted, s
     assert "velmora" in path[1].supporting_ids
     assert len(result.passages) <= 10 and {"zorbania", "velmora"} <= {p.id for p in result.passages}
     batches = len(path[0].semantic_sets) + len(path[1].semantic_sets)
-    assert model.prompts().count("sunar_answer_sub") == 5 * batches + 2  # m samples per NAR batch + one answer per hop
+    assert model.prompts().count("sunar_answer_sub_short") == 5 * batches  # m short samples per NAR batch (ASU)
+    assert model.prompts().count("sunar_answer_sub") == 2  # one reasoned answer per hop
     mer = [c for c in model.calls if c.prompt == "sunar_meta_reason"][0]
     assert "Intermediate answer: Velmora" in mer.user and "Velmora | «Velmora sits astride Ostra" in mer.user
     assert set(result.usage.by_node) == {"decompose", "nar_retrieve", "answer_sub", "meta_reason"}
@@ -252,7 +256,8 @@ def test_sunar_decomposes_retrieves_answers_and_reasons_over_the_path(planted, s
 def test_more_semantic_sets_lower_the_retrieved_scores(planted, scripted):
     def run(samples: list[str]):
         name, _ = scripted({"sunar_decompose": ["Follow up: " + SUB_QUESTION, "So the final answer is: Velmora"],
-                            "sunar_answer_sub": _cycle(samples), "sunar_meta_reason": "Answer: Velmora"})  # fmt: skip
+                            "sunar_answer_sub_short": _cycle(samples), "sunar_answer_sub": "Answer: Velmora",
+                            "sunar_meta_reason": "Answer: Velmora"})  # fmt: skip
         retrieved = []  # R+ as nar_retrieve's update carries it
 
         def seen(node, update, seconds):
@@ -318,11 +323,11 @@ def test_bench_recall_compares_bm25_nar_and_nar_with_asu(planted, scripted):
     from agent.eval.datasets import Example
 
     example = Example(id="z", question=QUESTION, supporting_ids=["zorbania", "velmora"])
-    name, model = scripted({"sunar_answer_sub": "Answer: Velmora"})
+    name, model = scripted({"sunar_answer_sub_short": "Answer: Velmora"})
     report = nar_recall(planted, [example], llm=name, progress=False)
-    assert report["bm25_recall@10"] == 0.5  # BM25 never sees the planted passage
+    assert report["bm25_recall@10"] == report["bm25_ce_recall@10"] == 0.5  # BM25 never sees the planted passage
     assert report["nar_recall@10"] == report["nar_asu_recall@10"] == 1.0  # the frontier brings it in
-    assert report["nar_asu_llm_calls"] == len(model.calls) >= 5 and set(model.prompts()) == {"sunar_answer_sub"}
+    assert report["nar_asu_llm_calls"] == len(model.calls) >= 5 and set(model.prompts()) == {"sunar_answer_sub_short"}
     assert "nar_asu_recall@10" not in nar_recall(planted, [example], progress=False)
 
 
@@ -333,7 +338,7 @@ def test_bench_recall_records_each_question_and_resumes(planted, scripted, tmp_p
     examples = [Example(id="z", question=QUESTION, supporting_ids=["zorbania", "velmora"]),
                 Example(id="y", question="Which river flows through Ostra?", supporting_ids=["ostra"])]  # fmt: skip
     record = tmp_path / "bench.nar.jsonl"
-    name, model = scripted({"sunar_answer_sub": "Answer: Velmora"})
+    name, model = scripted({"sunar_answer_sub_short": "Answer: Velmora"})
     first = nar_recall(planted, examples[:1], llm=name, progress=False, record=record)
     calls = len(model.calls)
     both = nar_recall(planted, examples, llm=name, progress=False, record=record)
@@ -370,3 +375,20 @@ def test_ablations_switch_off_nar_and_mer_and_r0_can_follow_each_sub_question(pl
         per_sub.extra["hops"][0].evidence_ids[0],
         per_sub.extra["hops"][1].evidence_ids[0],
     }  # one passage a hop: MER's
+
+
+def test_answers_reason_step_by_step_and_the_short_style_stays_an_option(planted, scripted):
+    script = {
+        "sunar_decompose": ["Follow up: " + SUB_QUESTION, "So the final answer is: Velmora"],
+        "sunar_answer_sub": "Reasoning: [1] says the capital is Velmora.\nSo the answer is: Velmora",
+        "sunar_meta_reason": "Reasoning: the first hop answered it.",  # no answer line: retried, then the fallback
+        "sunar_answer_sub_short": "Answer: Vienna",
+        "sunar_meta_reason_short": "Answer: Vienna",
+    }
+    name, model = scripted(script)
+    reasoned = agent.run(QUESTION, method="sunar", llm=name, collection=planted, asu=False, budget=4, retries=1)
+    assert reasoned.extra["hops"][0].answer == "Velmora" and reasoned.answer == "Velmora"
+    assert model.prompts().count("sunar_meta_reason") == 2
+    name, model = scripted(script)
+    short = agent.run(QUESTION, method="sunar", llm=name, collection=planted, asu=False, budget=4, answer_style="short")
+    assert short.answer == "Vienna" and "sunar_answer_sub" not in model.prompts()

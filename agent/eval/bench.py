@@ -123,7 +123,7 @@ def all_suite(
         results["oracle_mrecall"] = oracle_mrecall(collection, examples)
     if any(e.supporting_ids for e in examples):
         log(
-            "SUNAR retrieval recall@10: BM25, NAR"
+            "SUNAR retrieval recall@10: BM25, BM25 + re-ranker, NAR"
             + (f", NAR with ASU ({asu_llm})" if asu_llm else " (NAR with ASU needs --asu-llm)")
             + " …"
         )

@@ -1,4 +1,5 @@
-"""SUNAR's retrieval ablation: supporting-paragraph recall@k of BM25, NAR without ASU and NAR with ASU."""
+"""SUNAR's retrieval ablation: supporting-paragraph recall@k of BM25, BM25 + the re-ranker (the LLM-free control: NAR
+without its neighbour frontier), NAR without ASU and NAR with ASU."""
 
 from __future__ import annotations
 
@@ -22,8 +23,8 @@ def nar_recall(
     progress: bool = True,
     record: Path | None = None,
 ) -> dict[str, Any]:
-    """Recall@k for the question itself with BM25 alone, NAR without ASU and, given an LLM, NAR with ASU — the same
-    ``nar_retrieve`` node the graph runs.
+    """Recall@k for the question itself with BM25 alone, BM25 + the re-ranker, NAR without ASU and, given an LLM, NAR
+    with ASU — the same ``nar_retrieve`` node the graph runs.
 
     With ``record`` each question's figures are appended to that JSONL as soon as they exist, and questions already
     recorded (same collection, k and LLM) are not run again: a long ASU run can be stopped and resumed."""
@@ -33,11 +34,12 @@ def nar_recall(
     sunar = method_module("sunar")  # the graph's own nar_retrieve node
     rows = [e for e in examples if e.supporting_ids]
     store = open_store(collection)
-    variants = {"nar": False} | ({"nar_asu": True} if llm else {})
+    variants = {"bm25_ce": (False, False), "nar": (True, False)} | ({"nar_asu": (True, True)} if llm else {})
     contexts = {
-        name: sunar.SunarContext(collection=collection, llm=llm or "", asu=asu) for name, asu in variants.items()
+        name: sunar.SunarContext(collection=collection, llm=llm or "", nar=nar, asu=asu)
+        for name, (nar, asu) in variants.items()
     }
-    key = {"collection": collection, "k": k, "llm": llm or ""}
+    key = {"collection": collection, "k": k, "llm": llm or "", "variants": ",".join(variants)}
     done = {row["id"]: row for row in made_with(read_rows(record), key)}
     out = RowLog(record)
     initial = sum(e.id in done for e in rows)
@@ -102,7 +104,7 @@ def _nar_report(figures: list[dict[str, Any]], variants: list[str], k: int, asu:
 
 
 def format_nar(o: dict[str, Any]) -> list[str]:
-    shown = [("BM25", "bm25"), ("NAR without ASU", "nar"), ("NAR with ASU", "nar_asu")]
+    shown = [("BM25", "bm25"), ("BM25 + re-ranker", "bm25_ce"), ("NAR without ASU", "nar"), ("NAR with ASU", "nar_asu")]
     recall = ", ".join(f"{label} {o[key + '_recall@10']:.3f}" for label, key in shown if key + "_recall@10" in o)
     start = f" (from question {o['offset'] + 1})" if o.get("offset") else ""
     timing = [f"NAR {o['nar_seconds']:.1f} s"]

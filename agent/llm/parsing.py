@@ -330,3 +330,20 @@ def parse_aggregation(text: str) -> tuple[list[str], str]:
     answers = list(dict.fromkeys(a for a in answers if a and a.lower() not in _NULL_WORDS))
     explanation = _EXPLANATION_FIELD.search(text[found.end() :])
     return answers, _clean(explanation.group(1)).strip(" .{}'\"") if explanation else ""
+
+
+_FINAL_LINE = re.compile(
+    r"^\s*(?:\**\s*)(?:so the (?:final )?answer is|\[?final answer\]?|answer)\s*\**\s*:\s*(.+?)\s*$",
+    re.IGNORECASE | re.MULTILINE,
+)
+
+
+def parse_final_answer(text: str) -> str:
+    """A step-by-step reply's short answer: the last ``So the answer is: …`` (or ``[Final Answer]:``/``Answer:``)
+    line; without one, the reply read as a short answer."""
+    found = _FINAL_LINE.findall(text)
+    if found:
+        return parse_short_answer(found[-1])
+    if re.search(r"^\s*reasoning\s*:", text, re.IGNORECASE | re.MULTILINE):
+        raise ParseError("the reasoning ends without its answer line")
+    return parse_short_answer(text)

@@ -7,10 +7,12 @@ run and the runs of a benchmark over the same documents never embed them twice.
 
 from __future__ import annotations
 
+import json
 import math
 import threading
 from collections import Counter, OrderedDict
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -139,3 +141,19 @@ def given_passages(items: Any) -> list[Passage]:
         repeated = next(i for i in ids if ids.count(i) > 1)
         raise InvalidPassagesError(f"passage id '{repeated}' is given twice: ids name one passage each")
     return passages
+
+
+def read_passages(path: Path) -> list[Passage]:
+    """A JSONL file of passages (each line ``{"id", "title", "text"}`` with ``id`` and ``title`` optional, or a JSON
+    string), checked as ``given_passages`` does; a missing file or a bad line is an ``InvalidPassagesError``."""
+    if not path.is_file():
+        raise InvalidPassagesError(f"passages file {path} does not exist")
+    lines = enumerate(path.read_text(encoding="utf-8").splitlines(), 1)
+    return given_passages([_json_line(path, number, line) for number, line in lines if line.strip()])
+
+
+def _json_line(path: Path, number: int, line: str) -> Any:
+    try:
+        return json.loads(line)
+    except json.JSONDecodeError as exc:
+        raise InvalidPassagesError(f"{path}:{number}: not JSON ({exc.msg})") from None

@@ -50,7 +50,7 @@ def store_option(
 def ask(
     question: str | None = typer.Argument(None, help="The (possibly ambiguous) question."),
     method: str = typer.Option(
-        "rag", "--method", "-m", help="closed_book | rag | diva | toc | verdict | sunar | router"
+        "rag", "--method", "-m", help="closed_book | rag | diva | toc | verdict | sunar | madam | router"
     ),
     llm: str | None = typer.Option(None, "--llm", help="local (default) | openai | fake"),
     collection: str | None = typer.Option(None, "--collection", "-c", help="Chroma collection (default: demo)"),
@@ -66,7 +66,12 @@ def ask(
         False, "--clarify", help="router: stop at the interpretations and let you pick; prints a resumable thread id"
     ),
     resume: str | None = typer.Option(None, "--resume", help="continue a --clarify thread (QUESTION is not needed)"),
-    pick: str | None = typer.Option(None, "--pick", help="with --clarify/--resume: the readings to answer, e.g. 1,3"),
+    pick: str | None = typer.Option(
+        None, "--pick", help="with --clarify/--resume: the interpretations to answer, e.g. 1,3"
+    ),
+    passages: Path | None = typer.Option(
+        None, "--passages", help="JSONL of {id, title, text}: read these instead of retrieving", show_default=False
+    ),
 ) -> None:
     """Answer QUESTION, showing each graph node as it finishes."""
     from agent.errors import AgentError
@@ -84,6 +89,10 @@ def ask(
     if not quiet:
         printing.print_asking(method, question)
     try:
+        if passages is not None:
+            from agent.retrieval.passage_set import read_passages
+
+            options["passages"] = read_passages(passages)
         result = run(
             question, method=method, llm=llm, collection=collection, on_node=printing.progress(quiet), **options
         )

@@ -16,10 +16,11 @@ from agent.settings import get_settings
 if TYPE_CHECKING:
     from agent.threads import ClarifyResult
 
-STATE_FIELDS = ("route", "grade", "stop_reason", "relaxed_query")  # method-specific fields worth returning
+STATE_FIELDS = ("route", "grade", "stop_reason", "relaxed_query", "rejected_ids")  # method fields worth returning
+OWN_LISTS = ("hops", "answers")  # SUNAR's hops, MADAM's answers with their documents
 NEVER_FROM_A_CALL = frozenset({"llm", "collection"})
 CLARIFY = (
-    "Ask the user which readings of an ambiguous question they mean: returns the interpretations and a thread_id "
+    "Ask the user which interpretations of an ambiguous question they mean: returns the interpretations and a thread_id "
     "(or, for a clear question, the answer). Then call resume with the numbers the user picks."
 )
 RESUME = "Answer the interpretations the user picked (numbers from clarify's list; none: all) on a clarify thread."
@@ -36,6 +37,7 @@ def result_content(result: Any) -> dict[str, Any]:
         "usage": result.usage.total.model_dump(),
     }
     content |= {k: result.extra[k] for k in STATE_FIELDS if k in result.extra}
+    content |= {k: [item.model_dump() for item in result.extra[k]] for k in OWN_LISTS if k in result.extra}
     return content
 
 
@@ -57,7 +59,7 @@ def build_server(llm: str | None = None, collection: str | None = None, methods:
     server = MCPServer(
         name="ambigqa",
         instructions="Tools that answer possibly ambiguous questions from a document collection, covering every "
-        "reading. Prefer ask_diva for clearly ambiguous questions, ask_rag for quick answers.",
+        "interpretation. Prefer ask_diva for clearly ambiguous questions, ask_rag for quick answers.",
     )
     for method in methods:
         server.add_tool(ask_tool(method, llm, collection), name=f"ask_{method}", description=describe(method))
@@ -82,7 +84,7 @@ def ask_tool(method: str, llm: str | None, collection: str | None) -> Any:
     from agent.errors import AgentError
     from agent.runner import arun
 
-    settable = sorted(set(load_graph(method).context_schema.model_fields) - NEVER_FROM_A_CALL)
+    settable = sorted(set(load_graph(method).context_schema.model_fields) - NEVER_FROM_A_CALL - {"passages"})
 
     async def ask(
         question: question_type(),  # type: ignore[valid-type]
@@ -90,8 +92,12 @@ def ask_tool(method: str, llm: str | None, collection: str | None) -> Any:
             dict[str, Any] | None,
             Field(description=f"optional method options, e.g. {{'top_k': 5}}; settable: {', '.join(settable)}"),
         ] = None,
+        passages: Annotated[
+            list[str | dict[str, Any]] | None,
+            Field(description="optional passages to read instead of retrieving: texts or {id, title, text} objects"),
+        ] = None,
     ) -> CallToolResult:
-        options = options or {}
+        options = (options or {}) | ({"passages": passages} if passages is not None else {})
         try:
             refuse(set(options) & NEVER_FROM_A_CALL, settable)
             make_context(load_graph(method).context_schema, options, strict=True, owner=method)

@@ -84,15 +84,24 @@ def print_asking(method: str, question: str) -> None:
 
 
 def print_result(result: RunResult) -> None:
-    """A run's answer on stdout, each interpretation with the passages it cites, ToC's tree; the costs on stderr."""
+    """A run's answer on stdout, each disambiguation (SUNAR's hops, MADAM's answers) with the passages it cites, ToC's
+    tree; the costs on stderr."""
     out.print()
     out.print(escape(printable(result.answer)), highlight=False)
     if result.disambiguations:
         out.print()
         for i, d in enumerate(result.disambiguations, 1):
-            cite = f" [dim]{escape('[' + ', '.join(d.passage_ids) + ']')}[/]" if d.passage_ids else ""
-            text = f"  {i}. {escape(printable(d.question))} → [bold]{escape(printable(d.answer))}[/]{cite}"
-            out.print(text, highlight=False)
+            print_pair(i, d.question, d.answer, d.passage_ids)
+    if result.extra.get("hops"):
+        out.print("\n[bold]Hops[/]", highlight=False)
+        for i, hop in enumerate(result.extra["hops"], 1):
+            print_pair(i, hop.sub_question, hop.answer, hop.supporting_ids)
+    if "answers" in result.extra:
+        out.print("\n[bold]Answers[/]", highlight=False)
+        for i, supported in enumerate(result.extra["answers"], 1):
+            print_pair(i, "", supported.answer, supported.passage_ids)
+        if result.extra.get("rejected_ids"):
+            out.print(f"  [dim]rejected: {escape(', '.join(result.extra['rejected_ids']))}[/]", highlight=False)
     if result.extra.get("tree"):
         print_tree(result.extra["tree"])
     total = result.usage.total
@@ -102,6 +111,13 @@ def print_result(result: RunResult) -> None:
         f"{len(result.passages)} passages[/]",
         highlight=False,
     )
+
+
+def print_pair(number: int, question: str, answer: str, passage_ids: list[str]) -> None:
+    """``n. question → answer [passage ids]`` (the question left out when there is none)."""
+    cite = f" [dim]{escape('[' + ', '.join(passage_ids) + ']')}[/]" if passage_ids else ""
+    asked = f"{escape(printable(question))} → " if question else ""
+    out.print(f"  {number}. {asked}[bold]{escape(printable(answer))}[/]{cite}", highlight=False)
 
 
 def print_tree(tree: list[Any]) -> None:

@@ -1,0 +1,96 @@
+"""RAMDocs in ``ambigqa eval``: its own format, each question answered over its own documents (no pooled collection),
+EM on what the answer asserts and on its whole text, gold recall, misinformation stated, rejected-passage precision and
+recall. Real embeddings and re-ranker; a scripted model at the LLM boundary."""
+
+import json
+import re
+
+import pytest
+
+from agent.eval import metrics as m
+from agent.eval.datasets import load_examples
+from agent.eval.harness import EvalConfig, evaluate
+
+
+def _row(id_: str, question: str, documents: list[tuple[str, str, str]], golds: list[str], wrongs: list[str]) -> dict:
+    """A record in RAMDocs' own format; ``documents`` as (type, answer, text)."""
+    docs = [{"text": text, "type": kind, "answer": answer} for kind, answer, text in documents]
+    return {"id": id_, "question": question, "documents": docs, "disambig_entity": [], "gold_answers": golds,
+            "wrong_answers": wrongs}  # fmt: skip
+
+
+ROWS = [
+    _row("r1", "In which year was Michael Jordan born?", [
+        ("correct", "1963", "Michael Jeffrey Jordan, the basketball player, was born in 1963."),
+        ("correct", "1956", "Michael Irwin Jordan, the American scientist, was born in 1956."),
+        ("misinfo", "1998", "Michael Jeffrey Jordan, the basketball player, was born in 1998."),
+        ("noise", "unknown", "Jordan won a college championship with North Carolina."),
+    ], ["1963", "1956"], ["1998"]),
+    _row("r2", "What sport is Bobby Carpenter associated with?", [
+        ("correct", "American football", "Bobby Carpenter played American football as a linebacker."),
+        ("noise", "unknown", "Bananas are yellow when ripe."),
+    ], ["American football"], []),
+]  # fmt: skip
+
+
+@pytest.fixture
+def dataset(tmp_path):
+    path = tmp_path / "ramdocs.jsonl"
+    path.write_text("".join(json.dumps(row) + "\n" for row in ROWS))
+    return path
+
+
+def test_the_ramdocs_format_loads_as_it_is(dataset):
+    examples = load_examples(dataset)
+    assert [e.kind for e in examples] == ["ramdocs", "ramdocs"]
+    assert examples[0].given_passages()[2] == {"id": "r1-d2", "text": ROWS[0]["documents"][2]["text"]}
+
+
+def test_an_answer_that_names_a_rejected_answer_does_not_state_it():
+    answer = "He was born in 1963; the scientist in 1956. One document claims 1998, which is wrong."
+    stated = m.asserted_text(answer)
+    assert "1998" not in stated and m.conflict_em(stated, ["1963", "1956"], ["1998"]) == 1.0
+    assert m.conflict_em(answer, ["1963", "1956"], ["1998"]) == 0.0  # the whole text names it
+    assert m.gold_recall("Born in 1963.", ["1963", "1956"]) == 0.5
+    assert m.rejection_scores({"a", "b"}, {"b", "c"}) == {"reject_precision": 0.5, "reject_recall": 0.5}
+    assert m.rejection_scores(set(), set()) == {}
+
+
+def _agent(call) -> str:
+    document = call.user.split("document:", 1)[-1]
+    year = re.search(r"\b(1\d{3})\b", document)
+    sport = "American football" if "football" in document else None
+    answer = year.group(1) if year else sport or "unknown"
+    return f"Answer: {answer}. Explanation: my document says {answer}."
+
+
+def _aggregate(call) -> str:
+    said = re.findall(r"^Agent \d+: Answer: (.+?)\.", call.user, re.MULTILINE)
+    kept = [a for a in dict.fromkeys(said) if a not in ("unknown", "1998")]
+    return "All Correct Answers: " + json.dumps(kept) + ". Explanation: agent 3's year is wrong."
+
+
+def test_each_question_is_answered_over_its_own_documents_and_scored(dataset, scripted, tmp_path):
+    name, model = scripted(
+        {"madam_agent": _agent, "madam_debate": _agent, "madam_aggregate": _aggregate,
+         "rag_extract": "DQ 1: When was he born?\nDA 1: 1963", "rag_generate": "Answer: He was born in 1963.",
+         "closed_book": "Final Answer: He was probably born in the 1960s."},
+    )  # fmt: skip
+    out = tmp_path / "out"
+    summary = evaluate(
+        EvalConfig(dataset=dataset, methods=["closed_book", "rag", "madam"], out=out, llm=name, collection="nothing"),
+        progress=False,
+        log=lambda _: None,
+    )
+    rows = {(r["method"], r["id"]): r for r in map(json.loads, (out / "results.jsonl").read_text().splitlines())}
+    assert all("error" not in r for r in rows.values())
+    for (method, question), row in rows.items():  # no pooled collection: every run read only its own documents
+        assert all(i.startswith(f"{question}-d") for i in row["passage_ids"]), (method, row["passage_ids"])
+    assert rows[("closed_book", "r1")]["passage_ids"] == []
+    madam = rows[("madam", "r1")]["metrics"]
+    assert madam["em"] == 1.0 and madam["misinfo_stated"] == 0.0 and madam["gold_recall"] == 1.0
+    assert madam["reject_precision"] == 1.0 and madam["reject_recall"] == 1.0  # misinfo and noise rejected
+    rag = rows[("rag", "r1")]["metrics"]
+    assert rag["em"] == 0.0 and rag["gold_recall"] == 0.5 and "reject_recall" not in rag
+    assert "misinfo_stated" not in rows[("madam", "r2")]["metrics"]  # r2 has no wrong answer
+    assert summary["madam"]["metrics"]["em"] == 1.0 and summary["madam"]["questions"] == 2
