@@ -101,11 +101,7 @@ async def agents(state: MadamState, runtime: Runtime[MadamContext]) -> dict:
 def unchanged(previous: list[AgentTurn], current: list[AgentTurn]) -> bool:
     """Every agent kept its answer (one contains the other once normalised, as the official test); an empty answer
     is never unchanged."""
-    for before, now in zip(previous, current, strict=True):
-        a, b = normalize_answer(before.answer), normalize_answer(now.answer)
-        if not a or not b or (a not in b and b not in a):
-            return False
-    return True
+    return all(_same(before.answer, now.answer) for before, now in zip(previous, current, strict=True))
 
 
 def after_agents(state: MadamState) -> Literal["aggregate", "finish"]:

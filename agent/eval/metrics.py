@@ -115,11 +115,6 @@ def cover_em(response: str, golds: Sequence[str]) -> float:
 YES_NO = {"yes", "no", "noanswer"}
 
 
-def hotpot_em(prediction: str, gold: str) -> float:
-    """HotpotQA's exact match: the official normalisation (lower case, no punctuation or articles)."""
-    return exact_match(prediction, gold)
-
-
 def hotpot_f1(prediction: str, gold: str) -> float:
     """HotpotQA's F1: token F1, except that a yes/no answer on either side scores only when both are the same."""
     pred, ref = normalize_answer(prediction), normalize_answer(gold)

@@ -26,7 +26,7 @@ def score(example: Example, result: RunResult, reader: m.Reader | None = None) -
             scores["dr"] = m.dr_score(scores["disambig_f1"], scores["rouge_l"])
         return scores
     scores = {
-        "em": m.best_over(m.hotpot_em, result.answer, example.answers),
+        "em": m.best_over(m.exact_match, result.answer, example.answers),
         "f1": m.best_over(m.hotpot_f1, result.answer, example.answers),
         "cover_em": m.cover_em(result.answer, example.answers),
         "acc_substring": m.answer_accuracy(result.answer, example.answers),
