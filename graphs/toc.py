@@ -1,12 +1,15 @@
 """Tree of Clarifications (Kim et al., EMNLP 2023): a breadth-first tree of DQ/DA pairs, then one long-form answer.
 
-``retrieve`` fetches a candidate pool for the ambiguous question (AQ). Each BFS round sends every frontier node to the
-compiled ``expand`` subgraph (Sec. 3.2), concurrently: ``rerank`` the pool for the node's question (the cross-encoder
-over the pool's closest passages, top 5, App. A.3) → ``clarify`` (RAC, Sec. 3.1: child DQ/DA pairs) → ``prune``
-(near-duplicates removed by default; self-verification opt-in). ``grow`` adds the children in BFS order and checks
-termination: 10 valid nodes, 3 failed expansions in a row, or the expansion cap. When the frontier is spent (max depth
-reached, or every expansion failed) the root and the valid nodes are expanded again on passages they have not read,
-up to ``max_restarts`` times, as the official code restarts. ``generate`` answers from up to 10 pairs and 5 passages.
+``retrieve`` fetches a candidate pool for the ambiguous question (AQ). Each BFS round sends the head of the queue to
+the compiled ``expand`` subgraph (Sec. 3.2), concurrently: ``rerank`` the pool for the node's question (the
+cross-encoder over the pool's closest passages, top 5, App. A.3) → ``clarify`` (RAC, Sec. 3.1: child DQ/DA pairs) →
+``prune`` (near-duplicates marked by default; self-verification opt-in). A round expands as many nodes as should fill
+the tree at the children per expansion seen so far, so it makes about the calls sequential BFS makes. ``grow`` adds the
+children in BFS order and checks termination: ``max_nodes`` nodes (near-duplicates count, as every node the official
+code adds counts; verification-pruned ones do not), 3 failed expansions in a row, or the expansion cap. When the queue
+is spent (max depth reached, or every expansion failed) the root and the valid nodes are expanded again on passages
+they have not read, up to ``max_restarts`` times, as the official code restarts. ``generate`` answers from up to
+``answer_pairs`` distinct pairs and 5 passages.
 
 Self-verification asks whether the child's answer could answer the *root* AQ given the best answer-containing
 passage, as Sec. 3.2 and Tables 8-9 define it; the DQ itself is not shown. (The official code's verify path crashes:
@@ -16,6 +19,7 @@ passage, as Sec. 3.2 and Tables 8-9 define it; the DQ itself is not shown. (The 
 from __future__ import annotations
 
 import asyncio
+import math
 from typing import Annotated, Literal
 
 import numpy as np
@@ -43,7 +47,11 @@ RETRIEVED = 10  # passages reported as retrieved: one holding each answer first 
 class TocContext(RunContext):
     pool_size: int = Field(default=100, ge=1, le=1000, description="candidate passages retrieved for the AQ (App. A.3)")
     top_k: int = Field(default=5, ge=1, le=20, description="passages reranked from the pool for each expansion (A.3)")
-    max_nodes: int = Field(default=10, ge=1, le=50, description="stop at this many valid nodes; pairs in the answer")
+    max_nodes: int = Field(default=10, ge=1, le=50, description="stop at this many valid nodes (Sec. 5)")
+    count_duplicates: bool = Field(
+        default=True,
+        description="near-duplicate children count toward max_nodes, as the official code counts every node it adds",
+    )
     max_depth: int = Field(default=3, ge=1, le=10, description="deepest tree level; nodes there are not expanded")
     max_failures: int = Field(
         default=3, ge=1, le=10, description="stop after this many failed expansions in a row (Sec. 5)"
@@ -66,6 +74,7 @@ class TocContext(RunContext):
     min_nodes: int = Field(
         default=2, ge=0, le=50, description="fewer valid nodes than this undoes pruning, root side first"
     )
+    answer_pairs: int = Field(default=10, ge=1, le=50, description="DQ/DA pairs in the answer prompt (App. A.3: 10)")
     answer_passages: int = Field(
         default=5, ge=1, le=20, description="passages in the answer prompt, answer-containing first"
     )
@@ -105,7 +114,8 @@ class TocOutput(AnswerOutput, total=False):
 
 class TocState(QuestionInput, TocOutput, total=False):
     pool: list[Passage]  # the candidate pool retrieved once for the AQ
-    frontier: list[int]  # ids of the nodes the next BFS round expands
+    queue: list[int]  # ids of the nodes waiting for expansion, in BFS order
+    frontier: list[int]  # the head of the queue that the next BFS round expands
     finished: Annotated[list[Expansion], collect]  # the current round's expansions, as they finish
     restarts: int
     failed_streak: int
@@ -251,6 +261,7 @@ def retrieve(state: TocState, runtime: Runtime[TocContext]) -> dict:
     return {
         "pool": pool,
         "tree": [root],
+        "queue": [0],
         "frontier": [0],
         "expansions": 0,
         "restarts": 0,
@@ -283,31 +294,46 @@ def grow(state: TocState, runtime: Runtime[TocContext]) -> dict:
         valid = [c for c in children if not c.pruned]
         added += valid
         streak = 0 if valid else streak + 1
-        if sum(not n.pruned for n in tree[1:]) >= ctx.max_nodes:
-            stop = f"{ctx.max_nodes} valid nodes"
+        if counted(tree, ctx) >= ctx.max_nodes:
+            stop = f"{ctx.max_nodes} nodes"
         elif streak >= ctx.max_failures:
             stop = f"{ctx.max_failures} failed expansions in a row"
     count = state.get("expansions", 0) + len(frontier)
     restarts = state.get("restarts", 0)
-    following: list[int] = []
-    if not stop:
-        following = [n.id for n in added if n.depth < ctx.max_depth]
-        if not following:  # max depth reached or every expansion failed: restart from the root (official code)
-            restarts += 1
-            if restarts > ctx.max_restarts:
-                stop = f"{ctx.max_restarts} restarts"
-            following = [n.id for n in tree if not n.pruned and n.depth < ctx.max_depth]  # re-read on unread passages
-        if not stop and count >= ctx.max_expansions:
-            stop = f"{ctx.max_expansions} expansions"
+    queue = [i for i in state["queue"] if i not in results] + [n.id for n in added if n.depth < ctx.max_depth]
+    if not stop and not queue:  # max depth reached or every expansion failed: restart from the root (official code)
+        restarts += 1
+        if restarts > ctx.max_restarts:
+            stop = f"{ctx.max_restarts} restarts"
+        queue = [n.id for n in tree if not n.pruned and n.depth < ctx.max_depth]  # re-read on unread passages
+    if not stop and count >= ctx.max_expansions:
+        stop = f"{ctx.max_expansions} expansions"
+    batch = min(round_size(tree, count, ctx), ctx.max_expansions - count)
     return {
         "tree": tree,
-        "frontier": [] if stop else following[: ctx.max_expansions - count],
+        "queue": [] if stop else queue,
+        "frontier": [] if stop else queue[:batch],
         "finished": None,
         "expansions": count,
         "restarts": restarts,
         "failed_streak": streak,
         "stop_reason": stop,
     }
+
+
+def counted(tree: list[TreeNode], ctx: TocContext) -> int:
+    """The nodes that count toward ``max_nodes``: the valid ones, and with ``count_duplicates`` the near-duplicates
+    too (the official code, without verification, adds and counts every child)."""
+    return sum(not n.pruned or (ctx.count_duplicates and n.pruned_by == "duplicate") for n in tree[1:])
+
+
+def round_size(tree: list[TreeNode], expansions: int, ctx: TocContext) -> int:
+    """How many queued nodes the next round expands together: as many as should reach ``max_nodes`` at the children
+    per expansion seen so far. Sequential BFS would stop as soon as the tree is full; a round sized so makes the calls
+    that BFS would make, concurrently, and few that it would not."""
+    have = counted(tree, ctx)
+    per_expansion = max(1.0, have / max(expansions, 1))
+    return max(1, math.ceil((ctx.max_nodes - have) / per_expansion))
 
 
 def _duplicates_across(results: dict[int, Expansion], frontier: list[int], similarity: float) -> set[tuple[int, int]]:
@@ -332,10 +358,11 @@ def explore(state: TocState) -> list[Send] | Literal["generate"]:
 
 
 async def generate(state: TocState, runtime: Runtime[TocContext]) -> dict:
-    """Answer generation (Sec. 3.2, App. A.3): up to 10 valid pairs in BFS order, 5 answer-containing passages first."""
+    """Answer generation (Sec. 3.2, App. A.3): up to ``answer_pairs`` valid pairs in BFS order, ``answer_passages``
+    passages, answer-containing first."""
     ctx = context_of(runtime, TocContext)
     tree = undo_pruning(state["tree"], ctx.min_nodes)
-    nodes = [n for n in tree[1:] if not n.pruned][: ctx.max_nodes]
+    nodes = [n for n in tree[1:] if not n.pruned][: ctx.answer_pairs]
     pairs = [Disambiguation(question=n.question, answer=n.answer, passage_ids=n.passage_ids) for n in nodes]
     passages = answer_passages(nodes, state["pool"], ctx.answer_passages)
     reply = await rac.generate(

@@ -4,6 +4,7 @@ import pytest
 
 import agent
 from agent.errors import CollectionError, ConfigError, InvalidQuestionError, UnknownMethodError
+from agent.text import PASSAGES_HEADING
 
 QUESTION = "When did the Harry Potter film come out?"
 EXTRACT = "DQ 1: When was the world premiere of the film?\nDA 1: 4 November 2001\nDQ 2: When was it released in US cinemas?\nDA 2: 16 November 2001"
@@ -165,10 +166,25 @@ def test_an_answer_that_copies_a_passage_at_length_is_rephrased_in_the_same_conv
     assert result.usage.by_node["rag_generate"].calls == 2
 
 
-def test_a_rephrasing_that_still_copies_keeps_the_first_answer(collection, scripted):
-    name, model = scripted({"rag_extract": EXTRACT, "rag_generate": COPIED, "rag_rephrase": COPIED + " Indeed."})
+def test_when_every_rephrasing_still_copies_the_answer_is_written_from_the_pairs_alone(collection, scripted):
+    from_pairs = "Answer: The film had its premiere on 4 November 2001; American cinemas showed it from 16 November 2001."
+    script = {"rag_extract": EXTRACT, "rag_generate": COPIED, "rag_rephrase": COPIED + " Indeed.",
+              "rag_generate_pairs": from_pairs}  # fmt: skip
+    name, model = scripted(script)
     result = agent.run(QUESTION, llm=name, collection=collection)
-    assert result.answer == COPIED.removeprefix("Answer: ")
+    assert model.prompts() == ["rag_extract", "rag_generate", *["rag_rephrase"] * 3, "rag_generate_pairs"]
+    assert result.answer == from_pairs.removeprefix("Answer: ")
+    pairs_call = model.calls[-1]
+    assert "DA 2: 16 November 2001" in pairs_call.user
+    assert PASSAGES_HEADING in model.calls[1].system and PASSAGES_HEADING not in pairs_call.system  # nothing to copy
+    assert pairs_call.system == model.calls[1].system.split(f"\n\n{PASSAGES_HEADING}")[0]  # the casebook, cached
+    assert result.usage.by_node["rag_generate"].calls == 5
+
+
+def test_an_answer_from_the_pairs_that_copies_as_much_keeps_the_first_answer(collection, scripted):
+    script = {"rag_extract": EXTRACT, "rag_generate": COPIED, "rag_rephrase": COPIED, "rag_generate_pairs": COPIED}
+    name, _ = scripted(script)
+    assert agent.run(QUESTION, llm=name, collection=collection).answer == COPIED.removeprefix("Answer: ")
 
 
 def test_an_answer_that_carries_on_in_the_dq_da_format_ends_before_it(collection, scripted):

@@ -72,17 +72,18 @@ DQ = {
 }
 
 
-def test_a_tree_that_reaches_ten_valid_nodes_stops_there(hockey, scripted):
+def test_a_tree_that_reaches_ten_nodes_stops_there_after_the_expansions_sequential_bfs_makes(hockey, scripted):
     replies = {AQ: pairs(*DQ.values())}
     for key, (question, _) in DQ.items():
         replies[question] = pairs(*((f"{question[:-1]}, reading {key}{j}?", f"answer {key}{j}") for j in (1, 2, 3)))
     name, model = scripted({"rag_extract": by_question(replies), "rag_generate": GENERATE})
     result = run(name, hockey)
     tree = result.extra["tree"]
-    assert result.extra["stop_reason"] == "10 valid nodes"
-    assert [n.parent for n in tree] == [None, 0, 0, 0, 0, 1, 1, 1, 2, 2, 2]  # C and D ran, but BFS stopped before them
+    assert result.extra["stop_reason"] == "10 nodes"
+    assert [n.parent for n in tree] == [None, 0, 0, 0, 0, 1, 1, 1, 2, 2, 2]
     assert [n.id for n in tree] == list(range(11)) and {n.depth for n in tree[5:]} == {2}
-    assert result.extra["expansions"] == 5 and model.prompts().count("rag_extract") == 5
+    # four children from the root: the next round expands the two that should bring six more, not C and D
+    assert result.extra["expansions"] == 3 and model.prompts().count("rag_extract") == 3
     assert len(result.disambiguations) == 10
     generate_call = next(c for c in model.calls if c.prompt == "rag_generate")
     assert "DQ 10: " in generate_call.user and "DQ 11: " not in generate_call.user
@@ -110,6 +111,25 @@ def test_depth_never_exceeds_three_and_a_spent_frontier_restarts_from_the_root(h
     assert tree[0].expanded == 2  # depth 3 was reached after 7 expansions: the root and valid nodes went again
     assert len(set(tree[0].read_ids)) == 10  # ... on passages the root had not read
     assert result.extra["stop_reason"] == "15 expansions" and result.extra["expansions"] == 15
+
+
+def test_near_duplicates_fill_the_tree_as_the_official_code_counts_unless_count_duplicates_is_off(hockey, scripted):
+    same_three = pairs(DQ["A"], DQ["B"], DQ["C"])  # every expansion finds the same readings again
+    name, model = scripted({"rag_extract": same_three, "rag_generate": GENERATE})
+    result = run(name, hockey)
+    assert result.extra["stop_reason"] == "10 nodes" and result.extra["expansions"] == 4
+    assert [d.answer for d in result.disambiguations] == ["Canada", "Sweden", "Olympic Athletes from Russia"]
+    name, _ = scripted({"rag_extract": same_three, "rag_generate": GENERATE})
+    assert run(name, hockey, count_duplicates=False).extra["stop_reason"] == "3 failed expansions in a row"
+
+
+def test_answer_pairs_caps_the_pairs_the_answer_reads(hockey, scripted):
+    replies = {AQ: pairs(*DQ.values())}
+    name, model = scripted({"rag_extract": by_question(replies), "rag_generate": GENERATE})
+    result = run(name, hockey, answer_pairs=2)
+    generate_call = next(c for c in model.calls if c.prompt == "rag_generate")
+    assert "DQ 2: " in generate_call.user and "DQ 3: " not in generate_call.user
+    assert [d.answer for d in result.disambiguations] == ["Canada", "Sweden"]
 
 
 def test_near_duplicate_children_are_dropped_by_default_without_an_llm_call(hockey, scripted):

@@ -300,6 +300,7 @@ DEMO_SCRIPT: dict[str, Reply] = {
     "rag_extract_examples": _demo_extract,
     "rag_extract_short": _demo_extract,
     "rag_generate": _demo_generate,
+    "rag_generate_pairs": _demo_generate,
     "closed_book": _demo_closed_book,
     "type_ambiguity": _demo_type_ambiguity,
     "interpret": _demo_interpret,

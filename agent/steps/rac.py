@@ -121,10 +121,8 @@ async def generate(
     """I_g: the long-form answer, after the shared casebook + passages, or continuing ``history`` (which holds
     them). The answer states facts: sentences that talk about the sources ("the passage retrieved for the question
     states ...") are dropped, a reply with nothing else is asked for again, and an answer that copies
-    ``COPY_LIMIT`` or more consecutive words of a passage is rephrased in the same conversation (its prefix is
-    cached), told which stretches it copied, with the run's retries; a rephrasing is kept only if it quotes less than
-    ``COPY_LIMIT`` words. If no usable text comes back, the answer lists the pairs; without
-    pairs that is an ``OutputError`` (an unusable reply is never the answer)."""
+    ``COPY_LIMIT`` or more consecutive words of a passage is rewritten (``unquoted``). If no usable text comes back,
+    the answer lists the pairs; without pairs that is an ``OutputError`` (an unusable reply is never the answer)."""
     call: dict[str, Any] = {"question": question, "disambiguations": render_pairs(pairs)}
     call |= {"history": history} if history else {"prefix": shared_prefix(book, passages)}
     reply = await aask("rag_generate", options, parse=statements, fallback="", **call)
@@ -135,10 +133,25 @@ async def generate(
     reply = whole_answer(reply)
     sources = [p.full_text for p in passages]
     copied = copied_runs(reply.value, sources, COPY_LIMIT)
-    if not copied:
-        return reply
+    return await unquoted(reply, copied, sources, call, pairs, options, book) if copied else reply
 
-    def unquoted(text: str) -> str:
+
+async def unquoted(
+    reply: Reply[str],
+    copied: list[str],
+    sources: list[str],
+    call: dict[str, Any],
+    pairs: list[Disambiguation],
+    options: LLMOptions,
+    book: str,
+) -> Reply[str]:
+    """An answer that quotes a passage (``copied``: its stretches of ``COPY_LIMIT`` or more words), rewritten. First
+    rephrased in the same conversation (its prefix is cached), told which stretches it copied, with the run's
+    retries; a rephrasing is kept only if it copies fewer than ``COPY_LIMIT`` words. Failing that, the answer is
+    written again from the pairs alone (``rag_generate_pairs``: the casebook, cached, and no passages to copy), kept
+    if it copies less than the first answer; otherwise the first answer stays."""
+
+    def rephrased(text: str) -> str:
         answer = statements(text)
         if longest_copied_run(answer, sources) >= COPY_LIMIT:
             raise ParseError("the rephrased answer still copies a passage")
@@ -146,10 +159,18 @@ async def generate(
 
     conversation = [*render("rag_generate", **call), AIMessage(content=reply.text)]
     stretches = "\n".join(f"- «{run}»" for run in copied[:3])
-    again = await aask("rag_rephrase", options, parse=unquoted, fallback="", history=conversation, copied=stretches)
+    again = await aask("rag_rephrase", options, parse=rephrased, fallback="", history=conversation, copied=stretches)
+    usage, attempts = reply.usage + again.usage, reply.attempts + again.attempts
     chosen = whole_answer(again) if again.value else reply
-    usage = reply.usage + again.usage
-    return Reply(chosen.value, chosen.text, usage, reply.attempts + again.attempts, chosen.parsed, chosen.truncated)
+    if not again.value and pairs:
+        fresh = await aask(
+            "rag_generate_pairs", options, parse=statements, fallback="", prefix=shared_prefix(book),
+            question=call["question"], disambiguations=call["disambiguations"],
+        )  # fmt: skip
+        usage, attempts = usage + fresh.usage, attempts + fresh.attempts
+        if fresh.value and longest_copied_run(fresh.value, sources) < len(copied[0].split()):
+            chosen = whole_answer(fresh)
+    return Reply(chosen.value, chosen.text, usage, attempts, chosen.parsed, chosen.truncated)
 
 
 _PAIR_LINE = re.compile(r"(?:^|\s)D[QA] ?\d+:")  # the model carrying on in the DQ/DA format after its answer
