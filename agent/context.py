@@ -29,6 +29,9 @@ class RunContext(BaseModel):
         default=None, description="read these passages instead of retrieving from the collection (none: retrieve)"
     )
     temperature: float = Field(default=0.3, ge=0, le=2, description="sampling temperature (DIVA A.4: 0.3)")
+    seed: int | None = Field(
+        default=0, ge=0, description="sampling seed sent with each call, so a run repeats (ours); none: the endpoint's"
+    )
     max_tokens: int = Field(default=300, ge=16, le=4096, description="max tokens per LLM call (DIVA A.4: 300)")
     structured: bool = Field(default=True, description="grammar/JSON-schema constrained output where supported")
     retries: int = Field(default=2, ge=0, le=5, description="extra attempts when LLM output cannot be parsed")
@@ -69,6 +72,7 @@ class RunContext(BaseModel):
         return LLMOptions(
             llm=self.llm or None,
             temperature=self.temperature,
+            seed=self.seed,
             max_tokens=self.max_tokens,
             structured=self.structured,
             retries=self.retries,

@@ -139,9 +139,10 @@ def _sample_answers(sub_question: str, batch: list[Passage], path: list[Hop], ct
     options = ctx.short_options(ctx.asu_temperature)
     passages = render_passages(batch, ctx.passage_words)
 
-    def sample(_: int) -> Reply[str]:
+    def sample(i: int) -> Reply[str]:  # each sample its own seed: the same prompt, m different draws
+        seeded = options if options.seed is None else replace(options, seed=options.seed + 100 * i)
         return ask(
-            "sunar_answer_sub_short", options, parse=parse_short_answer, fallback=UNKNOWN,
+            "sunar_answer_sub_short", seeded, parse=parse_short_answer, fallback=UNKNOWN,
             passages=passages, path=_facts(path), question=sub_question,
         )  # fmt: skip
 

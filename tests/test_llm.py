@@ -91,6 +91,15 @@ def test_generation_settings_reach_the_model(scripted):
     assert model.calls[0].kwargs["temperature"] == 0.3 and model.calls[0].kwargs["max_tokens"] == 300
 
 
+def test_each_call_sends_the_run_seed_and_a_retry_the_next_one_so_a_run_repeats(scripted):
+    name, model = scripted({"rag_extract": ["I cannot help.", "DQ 1: Q?\nDA 1: A"]})
+    ask("rag_extract", LLMOptions(llm=name, seed=7), parse=parse_disambiguations, question="q")
+    assert [c.kwargs["seed"] for c in model.calls] == [7, 8]
+    name, model = scripted({"rag_extract": "DQ 1: Q?\nDA 1: A"})
+    ask("rag_extract", LLMOptions(llm=name, seed=None), parse=parse_disambiguations, question="q")
+    assert "seed" not in model.calls[0].kwargs  # the endpoint's own sampling
+
+
 def test_unreachable_endpoint_is_a_clear_error(monkeypatch):
     from langchain_openai import ChatOpenAI
 

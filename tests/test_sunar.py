@@ -247,6 +247,8 @@ def test_sunar_decomposes_retrieves_answers_and_reasons_over_the_path(planted, s
     assert len(result.passages) <= 10 and {"zorbania", "velmora"} <= {p.id for p in result.passages}
     batches = len(path[0].semantic_sets) + len(path[1].semantic_sets)
     assert model.prompts().count("sunar_answer_sub_short") == 5 * batches  # m short samples per NAR batch (ASU)
+    first_batch = [c.kwargs["seed"] for c in model.calls if c.prompt == "sunar_answer_sub_short"][:5]
+    assert sorted(first_batch) == [0, 100, 200, 300, 400]  # one seed a sample: m draws, not one draw m times
     assert model.prompts().count("sunar_answer_sub") == 2  # one reasoned answer per hop
     mer = [c for c in model.calls if c.prompt == "sunar_meta_reason"][0]
     assert "Intermediate answer: Velmora" in mer.user and "Velmora | «Velmora sits astride Ostra" in mer.user

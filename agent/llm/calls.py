@@ -40,6 +40,7 @@ class OutputError(LLMError):
 class LLMOptions:
     llm: str | None = None
     temperature: float = 0.3
+    seed: int | None = 0  # attempt n samples with seed + n - 1: the same prompt gets the same reply, a retry another
     max_tokens: int = 300
     structured: bool = True
     retries: int = 2
@@ -172,6 +173,8 @@ def _attempts(
     text = ""
     for attempt in range(1, options.retries + 2):
         params: dict[str, Any] = {"temperature": options.temperature, "max_tokens": tokens}
+        if options.seed is not None:
+            params["seed"] = options.seed + attempt - 1
         if response_format:
             params["response_format"] = response_format
         message, seconds = yield params
