@@ -167,7 +167,9 @@ def test_an_answer_that_copies_a_passage_at_length_is_rephrased_in_the_same_conv
 
 
 def test_when_every_rephrasing_still_copies_the_answer_is_written_from_the_pairs_alone(collection, scripted):
-    from_pairs = "Answer: The film had its premiere on 4 November 2001; American cinemas showed it from 16 November 2001."
+    from_pairs = (
+        "Answer: The film had its premiere on 4 November 2001; American cinemas showed it from 16 November 2001."
+    )
     script = {"rag_extract": EXTRACT, "rag_generate": COPIED, "rag_rephrase": COPIED + " Indeed.",
               "rag_generate_pairs": from_pairs}  # fmt: skip
     name, model = scripted(script)
@@ -181,8 +183,20 @@ def test_when_every_rephrasing_still_copies_the_answer_is_written_from_the_pairs
     assert result.usage.by_node["rag_generate"].calls == 5
 
 
+def test_an_answer_from_the_pairs_must_state_every_short_answer_else_the_pairs_are_listed(collection, scripted):
+    vague = "Answer: The question is ambiguous because it does not say which release is meant."
+    script = {"rag_extract": EXTRACT, "rag_generate": COPIED, "rag_rephrase": COPIED, "rag_generate_pairs": vague}
+    name, model = scripted(script)
+    result = agent.run(QUESTION, llm=name, collection=collection)
+    assert model.prompts().count("rag_generate_pairs") == 3  # asked again while a short answer is missing
+    assert result.answer == (
+        "When was the world premiere of the film? 4 November 2001. When was it released in US cinemas? 16 November 2001."
+    )
+
+
 def test_an_answer_from_the_pairs_that_copies_as_much_keeps_the_first_answer(collection, scripted):
-    script = {"rag_extract": EXTRACT, "rag_generate": COPIED, "rag_rephrase": COPIED, "rag_generate_pairs": COPIED}
+    as_much = COPIED + " It premiered on 4 November 2001."
+    script = {"rag_extract": EXTRACT, "rag_generate": COPIED, "rag_rephrase": COPIED, "rag_generate_pairs": as_much}
     name, _ = scripted(script)
     assert agent.run(QUESTION, llm=name, collection=collection).answer == COPIED.removeprefix("Answer: ")
 

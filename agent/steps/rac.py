@@ -27,6 +27,7 @@ from agent.steps.casebook import evidence, shared_prefix
 from agent.steps.fewshot import PoolExample, Shots, fit_examples, pool_demos
 from agent.text import (
     COPY_LIMIT,
+    contains_answer,
     copied_runs,
     longest_copied_run,
     mentions_sources,
@@ -129,7 +130,7 @@ async def generate(
     if not reply.value:
         if not pairs:
             raise OutputError(f"prompt 'rag_generate': no usable answer; last: {reply.text[:200]!r}")
-        return reply.with_value(" ".join(f"{p.question} {p.answer}." for p in pairs))
+        return reply.with_value(listed(pairs))
     reply = whole_answer(reply)
     sources = [p.full_text for p in passages]
     copied = copied_runs(reply.value, sources, COPY_LIMIT)
@@ -147,9 +148,10 @@ async def unquoted(
 ) -> Reply[str]:
     """An answer that quotes a passage (``copied``: its stretches of ``COPY_LIMIT`` or more words), rewritten. First
     rephrased in the same conversation (its prefix is cached), told which stretches it copied, with the run's
-    retries; a rephrasing is kept only if it copies fewer than ``COPY_LIMIT`` words. Failing that, the answer is
-    written again from the pairs alone (``rag_generate_pairs``: the casebook, cached, and no passages to copy), kept
-    if it copies less than the first answer; otherwise the first answer stays."""
+    retries; a rephrasing is kept only if it copies fewer than ``COPY_LIMIT`` words. Failing that, the pairs are
+    written out as sentences (``rag_generate_pairs``: the casebook, cached, and no passages to copy; every short
+    answer of up to 8 words must appear), else listed; that is kept if it copies less than the first answer, which
+    otherwise stays."""
 
     def rephrased(text: str) -> str:
         answer = statements(text)
@@ -161,16 +163,29 @@ async def unquoted(
     stretches = "\n".join(f"- «{run}»" for run in copied[:3])
     again = await aask("rag_rephrase", options, parse=rephrased, fallback="", history=conversation, copied=stretches)
     usage, attempts = reply.usage + again.usage, reply.attempts + again.attempts
-    chosen = whole_answer(again) if again.value else reply
-    if not again.value and pairs:
-        fresh = await aask(
-            "rag_generate_pairs", options, parse=statements, fallback="", prefix=shared_prefix(book),
-            question=call["question"], disambiguations=call["disambiguations"],
-        )  # fmt: skip
-        usage, attempts = usage + fresh.usage, attempts + fresh.attempts
-        if fresh.value and longest_copied_run(fresh.value, sources) < len(copied[0].split()):
-            chosen = whole_answer(fresh)
+    if again.value or not pairs:
+        chosen = whole_answer(again) if again.value else reply
+        return Reply(chosen.value, chosen.text, usage, attempts, chosen.parsed, chosen.truncated)
+
+    def stated(text: str) -> str:  # every short answer word for word (a sentence-long one may be put shorter)
+        answer = statements(text)
+        missing = [p.answer for p in pairs if len(p.answer.split()) <= 8 and not contains_answer(answer, p.answer)]
+        if missing:
+            raise ParseError(f"the answer leaves out {missing[0]!r}")
+        return answer
+
+    fresh = await aask(
+        "rag_generate_pairs", options, parse=stated, fallback=listed(pairs), prefix=shared_prefix(book),
+        question=call["question"], disambiguations=call["disambiguations"],
+    )  # fmt: skip
+    usage, attempts = usage + fresh.usage, attempts + fresh.attempts
+    chosen = whole_answer(fresh) if longest_copied_run(fresh.value, sources) < len(copied[0].split()) else reply
     return Reply(chosen.value, chosen.text, usage, attempts, chosen.parsed, chosen.truncated)
+
+
+def listed(pairs: list[Disambiguation]) -> str:
+    """The pairs as the answer when no usable text comes back: each question followed by its answer."""
+    return " ".join(f"{p.question} {p.answer}." for p in pairs)
 
 
 _PAIR_LINE = re.compile(r"(?:^|\s)D[QA] ?\d+:")  # the model carrying on in the DQ/DA format after its answer
