@@ -65,6 +65,8 @@ def test_ingest_is_a_sync_on_each_store(store_kind, tmp_path):
     assert store.count() == 5
     assert [p.text for p in store.passages(["bread"])] == [edited[-1]["text"]]
     assert store.passages(["hp-premiere", "nope"]) == []
+    assert store.sparse_many(["edited sourdough"], 1)[0][0].id == "bread"  # the new version is searchable
+    assert all(p.id != "hp-premiere" for p in store.sparse_many(["Harry Potter premiere London"], 5)[0])
 
 
 def test_an_id_listed_twice_keeps_both_texts_and_a_rerun_changes_nothing(store_kind, tmp_path):
@@ -86,6 +88,36 @@ def test_dense_sparse_and_hybrid_find_the_relevant_passage(tiny):
     assert store.sparse_many(["the of and"], 2) == [[]]  # stop words alone match nothing
     top = search(store, "sourdough fermentation", 2, RetrievalOptions(first_stage="hybrid", reranker="cross-encoder"))
     assert top[0].id == "bread"
+
+
+def test_postgres_bm25_weights_rare_terms_and_a_collection_without_postings_says_to_ingest_again(
+    postgres_url, home, tmp_path, monkeypatch, request
+):
+    from agent.retrieval.postgres_store import REGISTRY, run
+
+    monkeypatch.setenv("AMBIGQA_DATABASE_URL", postgres_url)
+    get_settings.cache_clear()
+    request.addfinalizer(get_settings.cache_clear)  # before monkeypatch restores the environment
+    name = f"bm25-{next(_names)}"
+    rows = [{"id": f"common-{i}", "title": "Film", "text": f"A film released in {1990 + i}, a film about a film."}
+            for i in range(8)] + [{"id": "rare", "title": "Film", "text": "A film shot on Kodachrome."}]  # fmt: skip
+    corpus = _corpus(tmp_path, rows)
+    ingest(corpus, name, progress=False)
+    store = open_store(name)
+    ranked = store.sparse_many(["Kodachrome film"], 9)[0]
+    assert ranked[0].id == "rare" and ranked[0].score > 2 * ranked[1].score  # IDF: the rare term carries the rank
+    assert store.sparse_many(["film 1993"], 1)[0][0].id == "common-3"
+
+    def as_an_earlier_version_left_it(c):  # no row ids, no postings
+        c.execute(f'DROP TABLE "ambigqa_{name}_postings"')
+        c.execute(f'ALTER TABLE "ambigqa_{name}" DROP COLUMN rid')
+        c.execute(f"UPDATE {REGISTRY} SET postings_rid = 0, average_length = NULL WHERE name = %s", (name,))
+
+    run(postgres_url, as_an_earlier_version_left_it)
+    with pytest.raises(CollectionError, match=f"no BM25 postings.*ambigqa ingest CORPUS.jsonl --collection {name}"):
+        store.sparse_many(["Kodachrome film"], 1)
+    assert ingest(corpus, name, progress=False).added == 0  # the re-run adds nothing and builds the postings
+    assert store.sparse_many(["Kodachrome film"], 1)[0][0].id == "rare"
 
 
 def test_stored_vectors_passages_and_neighbours_come_from_the_index(tiny):

@@ -137,15 +137,15 @@ def load(kind: str, size: int, corpus: Path, parquet: Path, settings: Settings) 
 
         def sizes(c: Any) -> dict[str, float]:
             table = f"ambigqa_{name}"
-            mb = "round(pg_relation_size(%s::regclass) / 1048576.0, 1)"
+
+            def mb(function: str, relation: str) -> float:
+                query = f"SELECT round({function}(%s::regclass) / 1048576.0, 1)"
+                return float(c.execute(query, (f'"{relation}"',)).fetchone()[0])
+
             return {
-                "table_mb": float(
-                    c.execute(
-                        "SELECT round(pg_total_relation_size(%s::regclass) / 1048576.0, 1)", (f'"{table}"',)
-                    ).fetchone()[0]
-                ),  # fmt: skip
-                "hnsw_mb": float(c.execute(f"SELECT {mb}", (f'"{table}_hnsw"',)).fetchone()[0]),
-                "gin_mb": float(c.execute(f"SELECT {mb}", (f'"{table}_tsv"',)).fetchone()[0]),
+                "table_mb": mb("pg_total_relation_size", table),
+                "hnsw_mb": mb("pg_relation_size", f"{table}_hnsw"),
+                "postings_mb": mb("pg_total_relation_size", f"{table}_postings"),
             }
 
         result |= run(settings.database_url or "", sizes)
@@ -281,7 +281,7 @@ def format_scale(results: dict[str, Any]) -> str:
         "|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for r in rows:
-        disk = r.get("table_mb", 0) or r.get("store_mb", 0) + r.get("fts_mb", 0)
+        disk = r.get("table_mb", 0) + r.get("postings_mb", 0) or r.get("store_mb", 0) + r.get("fts_mb", 0)
         cells = [f"{r[f'{m}@1']['p50_ms']:.0f}/{r[f'{m}@1']['p95_ms']:.0f}" for m in MODES]
         cells += [f"{r[f'{m}@{most}']['p95_ms']:.0f}" for m in MODES]
         lines.append(

@@ -1,8 +1,15 @@
 """The PostgreSQL store (``AMBIGQA_DATABASE_URL``): one table per collection, dense search through a pgvector HNSW
-index, sparse search through PostgreSQL full-text search (a stored ``tsvector`` under a GIN index, ranked by ``ts_rank``
-with length normalisation), neighbours through the same HNSW index. The ``simple`` configuration (words, no
-stemming), as the Chroma store's FTS5 index: on ASQA dev, bm25 alone reached MRecall@5 0.280 with it and 0.235 with
-``english`` stemming (FTS5's BM25: 0.265).
+index, sparse search through BM25 over impact-ordered postings, neighbours through the same HNSW index.
+
+The sparse side: each row's ``tsvector`` (the ``simple`` configuration: words, no stemming, as the Chroma store's
+FTS5 index) is unnested into a postings table ``(term, rid, impact)``, the BM25 term-frequency part (k1 1.2, b 0.75,
+the document length in words) stored once, under a B-tree on ``(term, impact DESC)``. A query reads, for each of its
+terms, at most its ``POSTINGS_PER_TERM`` highest-impact postings (an index-only scan), weights them by the term's IDF
+and sums: exact BM25 for every term rarer than that, and for a common term the documents where it weighs most. Its work
+is bounded by the number of query terms, not the corpus: at a million passages a query reads a few thousand index
+entries and its top k rows (``ts_rank`` over the rows a GIN index matched had to read each candidate row, 5,000 of
+them, from the heap: docs/deploy.md). Document frequencies come from the planner's statistics for the most common
+lexemes and from the postings themselves for the rest.
 
 Everything is answered inside the database: a query returns its top k rows, never the collection. Connections come
 from one ``psycopg_pool`` pool per URL; a database that is down is a ``StoreError`` naming its host and port (never the
@@ -25,7 +32,7 @@ import numpy as np
 from agent.errors import CollectionError, StoreError
 from agent.retrieval.embeddings import EMBEDDING_DIM, Backend
 from agent.retrieval.store import Neighbours, Row, Store, Writer
-from agent.retrieval.terms import query_terms
+from agent.retrieval.terms import STOP_WORDS, query_terms
 from agent.schemas import Passage
 
 if TYPE_CHECKING:
@@ -34,7 +41,8 @@ if TYPE_CHECKING:
 
 T = TypeVar("T")
 REGISTRY = "ambigqa_collections"
-CANDIDATES = 5000  # rows a sparse query ranks, about: bounded work per query at any corpus size (docs/deploy.md)
+POSTINGS_PER_TERM = 1000  # highest-impact postings a query reads per term: bounded work at any corpus size
+BM25_K1, BM25_B = 1.2, 0.75  # Robertson and Zaragoza's usual values (FTS5's too)
 STATISTICS_TTL = 300.0
 LEXEME = re.compile(r"^[\w.-]+$")
 _statistics: dict[tuple[str, str], tuple[float, tuple[dict[str, float], float, float]]] = {}
@@ -123,12 +131,14 @@ def _index(name: str, kind: str) -> Any:
 
 
 def _sql(template: str, name: str) -> Any:
-    """``template`` with ``{table}`` and ``{dense}``/``{sparse}``/``{doc}`` index names for collection ``name``."""
+    """``template`` with ``{table}``, ``{postings}`` and the index names ``{dense}``/``{bm25}``/``{doc}``/``{gin}``
+    (the full-text index earlier versions built) for collection ``name``."""
     from psycopg import sql
 
     return sql.SQL(template).format(
-        table=_table(name), dense=_index(name, "hnsw"), sparse=_index(name, "tsv"), doc=_index(name, "doc")
-    )
+        table=_table(name), postings=sql.Identifier(f"ambigqa_{name}_postings"), dense=_index(name, "hnsw"),
+        bm25=_index(name, "bm25"), doc=_index(name, "doc"), gin=_index(name, "tsv"),
+    )  # fmt: skip
 
 
 def collections(url: str) -> list[str]:
@@ -142,7 +152,8 @@ def collections(url: str) -> list[str]:
 def _registry(c: Connection) -> None:
     c.execute(
         f"CREATE TABLE IF NOT EXISTS {REGISTRY} (name text PRIMARY KEY, backend text NOT NULL, "
-        "dim int NOT NULL, created timestamptz NOT NULL DEFAULT now())"
+        "dim int NOT NULL, created timestamptz NOT NULL DEFAULT now(), "
+        "postings_rid bigint NOT NULL DEFAULT 0, average_length real)"  # BM25: rows up to this rid are in postings
     )
 
 
@@ -175,9 +186,12 @@ class PostgresStore(Store, Writer):
             c.execute(_sql(
                 "CREATE TABLE IF NOT EXISTS {table} (key text PRIMARY KEY, doc_id text NOT NULL, title text NOT NULL, "
                 f"text text NOT NULL, source text NOT NULL DEFAULT '', embedding vector({EMBEDDING_DIM}) NOT NULL, "
-                "tsv tsvector GENERATED ALWAYS AS (to_tsvector('simple', title || ' ' || text)) STORED)", name,
+                "tsv tsvector GENERATED ALWAYS AS (to_tsvector('simple', title || ' ' || text)) STORED, "
+                "rid bigint GENERATED ALWAYS AS IDENTITY UNIQUE)", name,
             ))  # fmt: skip
             c.execute(_sql("CREATE INDEX IF NOT EXISTS {doc} ON {table} (doc_id)", name))
+            c.execute(_sql("CREATE TABLE IF NOT EXISTS {postings} (term text NOT NULL, rid bigint NOT NULL, "
+                           "impact real NOT NULL)", name))  # fmt: skip
             return c.execute(f"SELECT backend FROM {REGISTRY} WHERE name = %s", (name,)).fetchone()[0]
 
         return cls(url, name, run(url, make))
@@ -203,40 +217,47 @@ class PostgresStore(Store, Writer):
         return run(self.url, read)
 
     def sparse_many(self, queries: list[str], k: int) -> list[list[Passage]]:
-        """Full-text top-k: candidates are the rows holding the query's rarest lexemes (at most about ``CANDIDATES``
-        rows by the planner's statistics, always the rarest lexeme), ranked by ``ts_rank`` over every lexeme. A row
-        matching only common words would rank low under BM25's IDF anyway; ranking it costs as much as any other, and
-        at a million passages "film" or "first" match 10⁵ rows."""
+        """BM25 top-k over the postings (see the module's docstring): each query term's ``POSTINGS_PER_TERM``
+        highest-impact postings, weighted by its IDF, summed per row."""
         query = _sql(
-            "SELECT doc_id, title, text, ts_rank(tsv, to_tsquery('simple', %(all)s), 1) AS rank FROM {table} "
-            "WHERE tsv @@ to_tsquery('simple', %(rare)s) ORDER BY rank DESC LIMIT %(k)s", self.name,
+            "WITH terms AS ("
+            "  SELECT q.term, ln(1 + (%(rows)s - f.df + 0.5) / (f.df + 0.5)) AS idf"
+            "  FROM unnest(%(terms)s::text[], %(dfs)s::float8[]) AS q(term, df) CROSS JOIN LATERAL ("
+            "    SELECT coalesce(q.df, (SELECT count(*) FROM {postings} WHERE term = q.term)) AS df) f"
+            "), hits AS ("
+            "  SELECT p.rid, sum(t.idf * p.impact) AS score FROM terms t CROSS JOIN LATERAL ("
+            "    SELECT rid, impact FROM {postings} WHERE term = t.term ORDER BY impact DESC LIMIT %(depth)s) p"
+            "  GROUP BY p.rid ORDER BY score DESC LIMIT %(k)s"
+            ") SELECT r.doc_id, r.title, r.text, h.score FROM hits h JOIN {table} r ON r.rid = h.rid "
+            "ORDER BY h.score DESC", self.name,
         )  # fmt: skip
-        frequency, floor, rows = self._term_statistics()
+        frequency, _, rows = self._term_statistics()
 
         def read(c: Connection) -> list[list[Passage]]:
             found = []
             for text in queries:
-                terms = " ".join(query_terms(text))
-                lexemes = c.execute("SELECT tsvector_to_array(to_tsvector('simple', %s))", (terms,)).fetchone()[0]
-                lexemes = sorted((x for x in lexemes if LEXEME.match(x)), key=lambda x: frequency.get(x, floor))
-                if not lexemes:
+                terms = [t for t in query_terms(text) if LEXEME.match(t)]  # the lexemes 'simple' makes of them
+                if not terms:
                     found.append([])
                     continue
-                rare, budget = [], 0.0
-                for lexeme in lexemes:
-                    budget += frequency.get(lexeme, floor) * rows
-                    if rare and budget > CANDIDATES:
-                        break
-                    rare.append(lexeme)
-                params = {"all": _disjunction(lexemes), "rare": _disjunction(rare), "k": k}
+                dfs = [frequency[t] * rows if t in frequency else None for t in terms]
+                params = {"terms": terms, "dfs": dfs, "rows": max(rows, 1.0), "depth": max(POSTINGS_PER_TERM, k),
+                          "k": k}  # fmt: skip
                 found.append(_passages(c.execute(query, params).fetchall()))
             return found
 
-        return run(self.url, read)
+        try:
+            return run(self.url, read)
+        except _undefined_table() as exc:
+            raise CollectionError(
+                f"collection '{self.name}' on {where(self.url)} has no BM25 postings (an earlier version loaded it): "
+                f"run `ambigqa ingest CORPUS.jsonl --collection {self.name}` again to build them"
+            ) from exc
 
     def _term_statistics(self) -> tuple[dict[str, float], float, float]:
-        """(lexeme → share of rows, the share below which unlisted lexemes fall, row estimate) from the planner's
-        statistics on the ``tsvector`` column (``ANALYZE``, kept current by autovacuum); re-read every few minutes."""
+        """(lexeme → share of rows, the smallest share listed, row estimate) from the planner's statistics on the
+        ``tsvector`` column (``ANALYZE``, kept current by autovacuum): the most common lexemes' document frequencies,
+        re-read every few minutes."""
         cached = _statistics.get((self.url, self.name))
         if cached and time.monotonic() - cached[0] < STATISTICS_TTL:
             return cached[1]
@@ -249,8 +270,10 @@ class PostgresStore(Store, Writer):
         elements, shares, count = rows[0] if rows else (None, None, 0)
         if elements and shares:
             statistics = (dict(zip(elements, shares)), float(shares[-3]), max(float(count), 0.0))
-        else:  # never analysed (a small, new table): every lexeme is a candidate
+        else:  # never analysed (a small, new table): every lexeme's frequency is counted
             statistics = ({}, 0.0, max(float(count or 0), 0.0))
+        if statistics[2] <= 0:  # reltuples is -1 or 0 before the first ANALYZE
+            statistics = (statistics[0], statistics[1], float(self.count()))
         _statistics[(self.url, self.name)] = (time.monotonic(), statistics)
         return statistics
 
@@ -314,8 +337,18 @@ class PostgresStore(Store, Writer):
         run(self.url, write)
 
     def delete(self, keys: list[str]) -> None:
-        if keys:
-            run(self.url, lambda c: c.execute(_sql("DELETE FROM {table} WHERE key = ANY(%s)", self.name), (keys,)))
+        """The rows, and their postings (found through their terms: the postings index leads with the term)."""
+        if not keys:
+            return
+
+        def delete(c: Connection) -> None:
+            c.execute(_sql(
+                "DELETE FROM {postings} p USING (SELECT r.rid, u.lexeme FROM {table} r, unnest(r.tsv) u "
+                "WHERE r.key = ANY(%s)) d WHERE p.term = d.lexeme AND p.rid = d.rid", self.name,
+            ), (keys,))  # fmt: skip
+            c.execute(_sql("DELETE FROM {table} WHERE key = ANY(%s)", self.name), (keys,))
+
+        run(self.url, delete)
 
     def stored(self, page_size: int = 5000) -> Iterator[list[tuple[str, str]]]:
         after = ""
@@ -330,29 +363,82 @@ class PostgresStore(Store, Writer):
             after = page[-1][0]
 
     def finish(self) -> None:
-        """Build the HNSW and GIN indexes once the first load is in (a bulk build is much faster than growing them row
-        by row); later loads update them as they insert. Refresh the planner's statistics the sparse side reads."""
+        """Build the HNSW index and the BM25 postings once the first load is in (a bulk build is much faster than
+        growing them row by row); later loads add the postings of the rows they added and update the indexes as they
+        insert. Refresh the planner's statistics the sparse side reads. A collection an earlier version loaded gains
+        its row ids and postings here."""
 
         def build(c: Connection) -> None:
+            _registry(c)
+            c.execute(f"ALTER TABLE {REGISTRY} ADD COLUMN IF NOT EXISTS postings_rid bigint NOT NULL DEFAULT 0, "
+                      "ADD COLUMN IF NOT EXISTS average_length real")  # fmt: skip
+            c.execute(_sql("ALTER TABLE {table} ADD COLUMN IF NOT EXISTS rid bigint GENERATED ALWAYS AS IDENTITY "
+                           "UNIQUE", self.name))  # fmt: skip
+            c.execute(_sql("CREATE TABLE IF NOT EXISTS {postings} (term text NOT NULL, rid bigint NOT NULL, "
+                           "impact real NOT NULL)", self.name))  # fmt: skip
+            c.execute(_sql("DROP INDEX IF EXISTS {gin}", self.name))
             c.execute("SET maintenance_work_mem = '2GB'")
             c.execute(_sql("ALTER TABLE {table} ALTER COLUMN tsv SET STATISTICS 1000", self.name))  # 10⁴ lexemes
             c.execute(_sql("ANALYZE {table}", self.name))
-            c.execute(_sql("CREATE INDEX IF NOT EXISTS {sparse} ON {table} USING gin (tsv)", self.name))
+            self._add_postings(c)
+            c.execute(_sql("CREATE INDEX IF NOT EXISTS {bm25} ON {postings} (term, impact DESC) INCLUDE (rid)",
+                           self.name))  # fmt: skip
             c.execute(_sql("CREATE INDEX IF NOT EXISTS {dense} ON {table} USING hnsw (embedding vector_cosine_ops)",
                            self.name))  # fmt: skip
 
         run(self.url, build)
+        run(self.url, lambda c: _vacuum(c, _sql("VACUUM (ANALYZE) {postings}", self.name)))  # index-only scans
+        _statistics.pop((self.url, self.name), None)
+
+    def _add_postings(self, c: Connection) -> None:
+        """The postings of the rows past the registry's ``postings_rid``. BM25's average document length is fixed by
+        the first build (from a sample of up to about 20,000 rows): later loads of the same kind of text move it
+        little, and a stored impact stays valid."""
+        after, average = c.execute(f"SELECT postings_rid, average_length FROM {REGISTRY} WHERE name = %s",
+                                   (self.name,)).fetchone()  # fmt: skip
+        last = c.execute(_sql("SELECT max(rid) FROM {table}", self.name)).fetchone()[0]
+        if last is None or last <= after:
+            return
+        length = "(SELECT sum(coalesce(array_length(positions, 1), 1)) FROM unnest(r.tsv))"  # words, stop words too
+        if average is None:
+            rows = c.execute(_sql("SELECT count(*) FROM {table}", self.name)).fetchone()[0]
+            share = min(100.0, 100.0 * 20000 / max(rows, 1))
+            average = c.execute(_sql(f"SELECT avg({length}) FROM {{table}} r TABLESAMPLE BERNOULLI (%s)", self.name),
+                                (share,)).fetchone()[0] or 1.0  # fmt: skip
+        c.execute(_sql(
+            "INSERT INTO {postings} (term, rid, impact) SELECT u.lexeme, r.rid, "
+            "  f.tf * %(k1_plus)s / (f.tf + %(k1)s * (1 - %(b)s + %(b)s * d.length / %(average)s)) "
+            f"FROM {{table}} r CROSS JOIN LATERAL (SELECT {length} AS length) d "
+            "CROSS JOIN LATERAL unnest(r.tsv) u CROSS JOIN LATERAL (SELECT coalesce(array_length(u.positions, 1), 1)::real AS tf) f "
+            "WHERE r.rid > %(after)s AND r.rid <= %(last)s AND NOT u.lexeme = ANY(%(stop)s)", self.name,
+        ), {"k1_plus": BM25_K1 + 1, "k1": BM25_K1, "b": BM25_B, "average": float(average), "after": after,
+            "last": last, "stop": sorted(STOP_WORDS)})  # fmt: skip
+        c.execute(f"UPDATE {REGISTRY} SET postings_rid = %s, average_length = %s WHERE name = %s",
+                  (last, float(average), self.name))  # fmt: skip
 
     def drop(self) -> None:
         def drop(c: Connection) -> None:
+            c.execute(_sql("DROP TABLE IF EXISTS {postings}", self.name))
             c.execute(_sql("DROP TABLE IF EXISTS {table}", self.name))
             c.execute(f"DELETE FROM {REGISTRY} WHERE name = %s", (self.name,))
 
         run(self.url, drop)
 
 
-def _disjunction(lexemes: list[str]) -> str:
-    return " | ".join(f"'{x}'" for x in lexemes)
+def _vacuum(c: Connection, statement: Any) -> None:
+    """``VACUUM`` runs outside a transaction: on this connection in autocommit mode, restored after."""
+    c.commit()
+    c.autocommit = True
+    try:
+        c.execute(statement)
+    finally:
+        c.autocommit = False
+
+
+def _undefined_table() -> type[Exception]:
+    from psycopg.errors import UndefinedTable
+
+    return UndefinedTable
 
 
 def _passages(rows: list[tuple]) -> list[Passage]:
