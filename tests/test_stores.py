@@ -116,8 +116,13 @@ def test_postgres_bm25_weights_rare_terms_and_a_collection_without_postings_says
     run(postgres_url, as_an_earlier_version_left_it)
     with pytest.raises(CollectionError, match=f"no BM25 postings.*ambigqa ingest CORPUS.jsonl --collection {name}"):
         store.sparse_many(["Kodachrome film"], 1)
-    assert ingest(corpus, name, progress=False).added == 0  # the re-run adds nothing and builds the postings
-    assert store.sparse_many(["Kodachrome film"], 1)[0][0].id == "rare"
+    edited = _corpus(tmp_path, [*rows[:-1], dict(rows[-1], text="A film shot on Ektachrome.")])
+    report = ingest(edited, name, progress=False, prune=True)  # the next ingest migrates, replaces and builds
+    assert (report.added, report.updated) == (1, 1)
+    assert store.sparse_many(["Ektachrome film"], 1)[0][0].id == "rare"
+    assert store.sparse_many(["Kodachrome"], 5) == [[]]  # the old version's postings went with it
+    assert ingest(edited, name, progress=False).added == 0
+    assert store.sparse_many(["film 1993"], 1)[0][0].id == "common-3"
 
 
 def test_stored_vectors_passages_and_neighbours_come_from_the_index(tiny):

@@ -20,7 +20,6 @@ which that store's ``Document`` interface does not expose.
 
 from __future__ import annotations
 
-import re
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -44,7 +43,6 @@ REGISTRY = "ambigqa_collections"
 POSTINGS_PER_TERM = 1000  # highest-impact postings a query reads per term: bounded work at any corpus size
 BM25_K1, BM25_B = 1.2, 0.75  # Robertson and Zaragoza's usual values (FTS5's too)
 STATISTICS_TTL = 300.0
-LEXEME = re.compile(r"^[\w.-]+$")
 _statistics: dict[tuple[str, str], tuple[float, tuple[dict[str, float], float, float]]] = {}
 _pools: dict[str, ConnectionPool] = {}
 _pools_lock = threading.Lock()
@@ -153,7 +151,7 @@ def _registry(c: Connection) -> None:
     c.execute(
         f"CREATE TABLE IF NOT EXISTS {REGISTRY} (name text PRIMARY KEY, backend text NOT NULL, "
         "dim int NOT NULL, created timestamptz NOT NULL DEFAULT now(), "
-        "postings_rid bigint NOT NULL DEFAULT 0, average_length real)"  # BM25: rows up to this rid are in postings
+        "postings_rid bigint NOT NULL DEFAULT 0, average_length float8)"  # BM25: rows up to this rid are in postings
     )
 
 
@@ -192,6 +190,7 @@ class PostgresStore(Store, Writer):
             c.execute(_sql("CREATE INDEX IF NOT EXISTS {doc} ON {table} (doc_id)", name))
             c.execute(_sql("CREATE TABLE IF NOT EXISTS {postings} (term text NOT NULL, rid bigint NOT NULL, "
                            "impact real NOT NULL)", name))  # fmt: skip
+            _migrate(c, name)
             return c.execute(f"SELECT backend FROM {REGISTRY} WHERE name = %s", (name,)).fetchone()[0]
 
         return cls(url, name, run(url, make))
@@ -223,7 +222,7 @@ class PostgresStore(Store, Writer):
             "WITH terms AS ("
             "  SELECT q.term, ln(1 + (%(rows)s - f.df + 0.5) / (f.df + 0.5)) AS idf"
             "  FROM unnest(%(terms)s::text[], %(dfs)s::float8[]) AS q(term, df) CROSS JOIN LATERAL ("
-            "    SELECT coalesce(q.df, (SELECT count(*) FROM {postings} WHERE term = q.term)) AS df) f"
+            "    SELECT least(coalesce(q.df, (SELECT count(*) FROM {postings} WHERE term = q.term)), %(rows)s) AS df) f"
             "), hits AS ("
             "  SELECT p.rid, sum(t.idf * p.impact) AS score FROM terms t CROSS JOIN LATERAL ("
             "    SELECT rid, impact FROM {postings} WHERE term = t.term ORDER BY impact DESC LIMIT %(depth)s) p"
@@ -231,12 +230,12 @@ class PostgresStore(Store, Writer):
             ") SELECT r.doc_id, r.title, r.text, h.score FROM hits h JOIN {table} r ON r.rid = h.rid "
             "ORDER BY h.score DESC", self.name,
         )  # fmt: skip
-        frequency, _, rows = self._term_statistics()
+        frequency, rows = self._term_statistics()
 
         def read(c: Connection) -> list[list[Passage]]:
             found = []
             for text in queries:
-                terms = [t for t in query_terms(text) if LEXEME.match(t)]  # the lexemes 'simple' makes of them
+                terms = query_terms(text)  # words of letters and digits: 'simple' keeps each as it is
                 if not terms:
                     found.append([])
                     continue
@@ -248,16 +247,16 @@ class PostgresStore(Store, Writer):
 
         try:
             return run(self.url, read)
-        except _undefined_table() as exc:
+        except _missing_relation() as exc:
             raise CollectionError(
                 f"collection '{self.name}' on {where(self.url)} has no BM25 postings (an earlier version loaded it): "
                 f"run `ambigqa ingest CORPUS.jsonl --collection {self.name}` again to build them"
             ) from exc
 
-    def _term_statistics(self) -> tuple[dict[str, float], float, float]:
-        """(lexeme → share of rows, the smallest share listed, row estimate) from the planner's statistics on the
-        ``tsvector`` column (``ANALYZE``, kept current by autovacuum): the most common lexemes' document frequencies,
-        re-read every few minutes."""
+    def _term_statistics(self) -> tuple[dict[str, float], float]:
+        """(lexeme → share of rows, row estimate) from the planner's statistics on the ``tsvector`` column
+        (``ANALYZE``, kept current by autovacuum): the most common lexemes' document frequencies, re-read every few
+        minutes."""
         cached = _statistics.get((self.url, self.name))
         if cached and time.monotonic() - cached[0] < STATISTICS_TTL:
             return cached[1]
@@ -268,12 +267,9 @@ class PostgresStore(Store, Writer):
             (f"ambigqa_{self.name}", table),
         )
         elements, shares, count = rows[0] if rows else (None, None, 0)
-        if elements and shares:
-            statistics = (dict(zip(elements, shares)), float(shares[-3]), max(float(count), 0.0))
-        else:  # never analysed (a small, new table): every lexeme's frequency is counted
-            statistics = ({}, 0.0, max(float(count or 0), 0.0))
-        if statistics[2] <= 0:  # reltuples is -1 or 0 before the first ANALYZE
-            statistics = (statistics[0], statistics[1], float(self.count()))
+        frequency = dict(zip(elements, shares)) if elements and shares else {}  # none before the first ANALYZE
+        count = float(count or 0)
+        statistics = (frequency, count if count > 0 else float(self.count()))  # reltuples is -1 or 0 before it
         _statistics[(self.url, self.name)] = (time.monotonic(), statistics)
         return statistics
 
@@ -325,7 +321,9 @@ class PostgresStore(Store, Writer):
         return [(k, d) for k, d in self._query("SELECT key, doc_id FROM {table} WHERE doc_id = ANY(%s)", (doc_ids,))]
 
     def add(self, rows: list[Row]) -> None:
-        """A COPY in binary format: the fastest way in (the generated ``tsvector`` is computed on the way)."""
+        """A COPY in binary format: the fastest way in (the generated ``tsvector`` is computed on the way). Once the
+        postings exist, the new rows' postings go in with them, so sparse search finds them at once; the first load
+        leaves them to ``finish``'s bulk build."""
         copy = _sql("COPY {table} (key, doc_id, title, text, source, embedding) FROM STDIN (FORMAT BINARY)", self.name)
 
         def write(c: Connection) -> None:
@@ -333,19 +331,24 @@ class PostgresStore(Store, Writer):
                 target.set_types(["text", "text", "text", "text", "text", "vector"])
                 for r in rows:
                     target.write_row((r.key, r.doc_id, r.title, r.text, r.source, np.asarray(r.vector, np.float32)))
+            if self._average_length(c) is not None:
+                self._add_postings(c)
 
         run(self.url, write)
 
     def delete(self, keys: list[str]) -> None:
-        """The rows, and their postings (found through their terms: the postings index leads with the term)."""
+        """The rows, and their postings: each recomputed exactly as it was stored, so the postings index finds it by
+        ``(term, impact)`` without reading the term's other postings."""
         if not keys:
             return
 
         def delete(c: Connection) -> None:
-            c.execute(_sql(
-                "DELETE FROM {postings} p USING (SELECT r.rid, u.lexeme FROM {table} r, unnest(r.tsv) u "
-                "WHERE r.key = ANY(%s)) d WHERE p.term = d.lexeme AND p.rid = d.rid", self.name,
-            ), (keys,))  # fmt: skip
+            average = self._average_length(c)
+            if average is not None:
+                c.execute(_sql(
+                    "DELETE FROM {postings} p USING (" + _IMPACTS + "r.key = ANY(%(keys)s)) x "
+                    "WHERE p.term = x.term AND p.impact = x.impact AND p.rid = x.rid", self.name,
+                ), _bm25(average) | {"keys": keys})  # fmt: skip
             c.execute(_sql("DELETE FROM {table} WHERE key = ANY(%s)", self.name), (keys,))
 
         run(self.url, delete)
@@ -364,19 +367,10 @@ class PostgresStore(Store, Writer):
 
     def finish(self) -> None:
         """Build the HNSW index and the BM25 postings once the first load is in (a bulk build is much faster than
-        growing them row by row); later loads add the postings of the rows they added and update the indexes as they
-        insert. Refresh the planner's statistics the sparse side reads. A collection an earlier version loaded gains
-        its row ids and postings here."""
+        growing them row by row); later loads have added their rows' postings as they inserted, and this adds any a
+        killed run left out. Refresh the planner's statistics the sparse side reads."""
 
         def build(c: Connection) -> None:
-            _registry(c)
-            c.execute(f"ALTER TABLE {REGISTRY} ADD COLUMN IF NOT EXISTS postings_rid bigint NOT NULL DEFAULT 0, "
-                      "ADD COLUMN IF NOT EXISTS average_length real")  # fmt: skip
-            c.execute(_sql("ALTER TABLE {table} ADD COLUMN IF NOT EXISTS rid bigint GENERATED ALWAYS AS IDENTITY "
-                           "UNIQUE", self.name))  # fmt: skip
-            c.execute(_sql("CREATE TABLE IF NOT EXISTS {postings} (term text NOT NULL, rid bigint NOT NULL, "
-                           "impact real NOT NULL)", self.name))  # fmt: skip
-            c.execute(_sql("DROP INDEX IF EXISTS {gin}", self.name))
             c.execute("SET maintenance_work_mem = '2GB'")
             c.execute(_sql("ALTER TABLE {table} ALTER COLUMN tsv SET STATISTICS 1000", self.name))  # 10⁴ lexemes
             c.execute(_sql("ANALYZE {table}", self.name))
@@ -390,31 +384,31 @@ class PostgresStore(Store, Writer):
         run(self.url, lambda c: _vacuum(c, _sql("VACUUM (ANALYZE) {postings}", self.name)))  # index-only scans
         _statistics.pop((self.url, self.name), None)
 
+    def _average_length(self, c: Connection) -> float | None:
+        """BM25's average document length, fixed by the first build; None before it."""
+        return c.execute(f"SELECT average_length FROM {REGISTRY} WHERE name = %s", (self.name,)).fetchone()[0]
+
     def _add_postings(self, c: Connection) -> None:
-        """The postings of the rows past the registry's ``postings_rid``. BM25's average document length is fixed by
-        the first build (from a sample of up to about 20,000 rows): later loads of the same kind of text move it
-        little, and a stored impact stays valid."""
-        after, average = c.execute(f"SELECT postings_rid, average_length FROM {REGISTRY} WHERE name = %s",
-                                   (self.name,)).fetchone()  # fmt: skip
+        """The postings of the rows past the registry's ``postings_rid``. The first build fixes BM25's average
+        document length (from a sample of about 20,000 rows): later loads of the same kind of text move it little,
+        and every stored impact stays as it was computed."""
+        after = c.execute(f"SELECT postings_rid FROM {REGISTRY} WHERE name = %s", (self.name,)).fetchone()[0]
         last = c.execute(_sql("SELECT max(rid) FROM {table}", self.name)).fetchone()[0]
         if last is None or last <= after:
             return
-        length = "(SELECT sum(coalesce(array_length(positions, 1), 1)) FROM unnest(r.tsv))"  # words, stop words too
+        average = self._average_length(c)
         if average is None:
             rows = c.execute(_sql("SELECT count(*) FROM {table}", self.name)).fetchone()[0]
             share = min(100.0, 100.0 * 20000 / max(rows, 1))
-            average = c.execute(_sql(f"SELECT avg({length}) FROM {{table}} r TABLESAMPLE BERNOULLI (%s)", self.name),
-                                (share,)).fetchone()[0] or 1.0  # fmt: skip
+            average = c.execute(_sql(f"SELECT avg({_LENGTH}) FROM {{table}} r TABLESAMPLE BERNOULLI (%s)", self.name),
+                                (share,)).fetchone()[0]  # fmt: skip
+            average = float(average or 1.0)
         c.execute(_sql(
-            "INSERT INTO {postings} (term, rid, impact) SELECT u.lexeme, r.rid, "
-            "  f.tf * %(k1_plus)s / (f.tf + %(k1)s * (1 - %(b)s + %(b)s * d.length / %(average)s)) "
-            f"FROM {{table}} r CROSS JOIN LATERAL (SELECT {length} AS length) d "
-            "CROSS JOIN LATERAL unnest(r.tsv) u CROSS JOIN LATERAL (SELECT coalesce(array_length(u.positions, 1), 1)::real AS tf) f "
-            "WHERE r.rid > %(after)s AND r.rid <= %(last)s AND NOT u.lexeme = ANY(%(stop)s)", self.name,
-        ), {"k1_plus": BM25_K1 + 1, "k1": BM25_K1, "b": BM25_B, "average": float(average), "after": after,
-            "last": last, "stop": sorted(STOP_WORDS)})  # fmt: skip
+            "INSERT INTO {postings} (term, rid, impact) " + _IMPACTS + "r.rid > %(after)s AND r.rid <= %(last)s",
+            self.name,
+        ), _bm25(average) | {"after": after, "last": last})  # fmt: skip
         c.execute(f"UPDATE {REGISTRY} SET postings_rid = %s, average_length = %s WHERE name = %s",
-                  (last, float(average), self.name))  # fmt: skip
+                  (last, average, self.name))  # fmt: skip
 
     def drop(self) -> None:
         def drop(c: Connection) -> None:
@@ -423,6 +417,36 @@ class PostgresStore(Store, Writer):
             c.execute(f"DELETE FROM {REGISTRY} WHERE name = %s", (self.name,))
 
         run(self.url, drop)
+
+
+_LENGTH = "(SELECT sum(coalesce(array_length(positions, 1), 1)) FROM unnest(r.tsv))"  # words, stop words too
+# (term, rid, impact) of the rows the condition that follows picks: BM25's term-frequency part, stop words left out
+_IMPACTS = (
+    "SELECT u.lexeme AS term, r.rid, (f.tf * %(k1_plus)s / (f.tf + %(k1)s * (1 - %(b)s + %(b)s * d.length / "
+    f"%(average)s)))::real AS impact FROM {{table}} r CROSS JOIN LATERAL (SELECT {_LENGTH} AS length) d "
+    "CROSS JOIN LATERAL unnest(r.tsv) u CROSS JOIN LATERAL (SELECT coalesce(array_length(u.positions, 1), 1)::float8 "
+    "AS tf) f WHERE NOT u.lexeme = ANY(%(stop)s) AND "
+)
+
+
+def _bm25(average: float) -> dict[str, Any]:
+    return {"k1_plus": BM25_K1 + 1, "k1": BM25_K1, "b": BM25_B, "average": average, "stop": sorted(STOP_WORDS)}
+
+
+def _migrate(c: Connection, name: str) -> None:
+    """A registry and a table an earlier version made gain what the BM25 postings need: the registry's two columns,
+    the table's row ids (its GIN index goes). Checked first: an ``ALTER TABLE`` locks out readers even when it
+    changes nothing."""
+    registry = {r[0] for r in c.execute(
+        "SELECT column_name FROM information_schema.columns WHERE table_name = %s", (REGISTRY,))}  # fmt: skip
+    if "postings_rid" not in registry:
+        c.execute(f"ALTER TABLE {REGISTRY} ADD COLUMN postings_rid bigint NOT NULL DEFAULT 0, "
+                  "ADD COLUMN average_length float8")  # fmt: skip
+    table = {r[0] for r in c.execute(
+        "SELECT column_name FROM information_schema.columns WHERE table_name = %s", (f"ambigqa_{name}",))}  # fmt: skip
+    if "rid" not in table:
+        c.execute(_sql("ALTER TABLE {table} ADD COLUMN rid bigint GENERATED ALWAYS AS IDENTITY UNIQUE", name))
+        c.execute(_sql("DROP INDEX IF EXISTS {gin}", name))
 
 
 def _vacuum(c: Connection, statement: Any) -> None:
@@ -435,10 +459,10 @@ def _vacuum(c: Connection, statement: Any) -> None:
         c.autocommit = False
 
 
-def _undefined_table() -> type[Exception]:
-    from psycopg.errors import UndefinedTable
+def _missing_relation() -> tuple[type[Exception], ...]:
+    from psycopg.errors import UndefinedColumn, UndefinedTable
 
-    return UndefinedTable
+    return UndefinedTable, UndefinedColumn
 
 
 def _passages(rows: list[tuple]) -> list[Passage]:
