@@ -47,7 +47,7 @@ RETRIEVED = 10  # passages reported as retrieved: one holding each answer first 
 class TocContext(RunContext):
     pool_size: int = Field(default=100, ge=1, le=1000, description="candidate passages retrieved for the AQ (App. A.3)")
     top_k: int = Field(default=5, ge=1, le=20, description="passages reranked from the pool for each expansion (A.3)")
-    max_nodes: int = Field(default=10, ge=1, le=50, description="stop at this many valid nodes (Sec. 5)")
+    max_nodes: int = Field(default=10, ge=1, le=50, description="stop at this many nodes (Sec. 5)")
     count_duplicates: bool = Field(
         default=True,
         description="near-duplicate children count toward max_nodes, as the official code counts every node it adds",
@@ -58,7 +58,7 @@ class TocContext(RunContext):
     )
     max_expansions: int = Field(default=15, ge=1, le=100, description="hard cap on expansions per question")
     max_restarts: int = Field(
-        default=3, ge=0, le=10, description="re-expansions of the root and valid nodes once the frontier is spent"
+        default=3, ge=0, le=10, description="re-expansions of the root and valid nodes once the queue is spent"
     )
     deduplicate: bool = Field(default=True, description="drop near-duplicate children (no LLM call; Table 3)")
     prune: bool = Field(default=False, description="self-verify child nodes (off: DIVA re-ran ToC without it)")

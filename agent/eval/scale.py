@@ -8,8 +8,8 @@ neighbour here, and ≈ 0.45 between two distractors of one source, near the rea
 neighbourhoods fill the way a larger corpus on the same topics fills them, without hours of embedding. Both files are
 written once per size (JSONL and Parquet, deterministic) and loaded through the real ``ingest --vectors`` path.
 
-Per store and size: ingest rows/s; index build seconds (PostgreSQL builds HNSW and GIN after the load; Chroma grows
-its HNSW during the load, so its build is inside the ingest time) and size on disk; p50/p95 of dense, sparse and
+Per store and size: ingest rows/s; index build seconds (PostgreSQL builds HNSW and the BM25 postings after the
+load; Chroma grows its HNSW during the load, so its build is inside the ingest time) and size on disk; p50/p95 of dense, sparse and
 hybrid first-stage retrieval (top 10, the query embedded each time) at 1 and 8 concurrent clients, from a fresh
 process whose resident memory is reported; HNSW recall@10 against exact search over the same vectors. Each finished
 (store, size) is saved and skipped on a re-run.
