@@ -31,6 +31,7 @@ from agent.text import (
     copied_runs,
     longest_copied_run,
     mentions_sources,
+    normalize_answer,
     render_pairs,
     render_passages,
     supporting_ids,
@@ -169,7 +170,8 @@ async def unquoted(
 
     def stated(text: str) -> str:  # every short answer word for word (a sentence-long one may be put shorter)
         answer = statements(text)
-        missing = [p.answer for p in pairs if len(p.answer.split()) <= 8 and not contains_answer(answer, p.answer)]
+        wanted = [p.answer for p in pairs if 0 < len(normalize_answer(p.answer).split()) <= 8]
+        missing = [a for a in wanted if not contains_answer(answer, a)]
         if missing:
             raise ParseError(f"the answer leaves out {missing[0]!r}")
         return answer
