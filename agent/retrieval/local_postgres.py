@@ -75,6 +75,7 @@ class LocalPostgres:
 def start(data: Path, port: int = 0) -> LocalPostgres:
     """Initialise ``data`` (once) and start PostgreSQL on 127.0.0.1:``port`` (0: a free one) with pgvector enabled."""
     bin_dir, owner = binaries(), _as_owner()
+    data = data.resolve()  # the server runs in its data folder: a relative socket folder would not be found there
     data.mkdir(parents=True, exist_ok=True)
     _give_to_owner(data)
     if not (data / "PG_VERSION").exists():
