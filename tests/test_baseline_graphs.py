@@ -194,6 +194,16 @@ def test_an_answer_from_the_pairs_must_state_every_short_answer_else_the_pairs_a
     )
 
 
+def test_an_answer_from_the_pairs_that_states_none_of_them_is_refused(collection, scripted):
+    long_answer = "DQ 1: When is the cake eaten?\nDA 1: on the sixth of January during the feast of the Three Kings"
+    echo = "Answer: The film premiered in London on 4 November 2001."  # a reply that ignores the pairs
+    script = {"rag_extract": long_answer, "rag_generate": COPIED, "rag_rephrase": COPIED, "rag_generate_pairs": echo}
+    name, model = scripted(script)
+    result = agent.run(QUESTION, llm=name, collection=collection)
+    assert model.prompts().count("rag_generate_pairs") == 3
+    assert result.answer == "When is the cake eaten? on the sixth of January during the feast of the Three Kings."
+
+
 def test_an_answer_from_the_pairs_that_copies_as_much_keeps_the_first_answer(collection, scripted):
     as_much = COPIED + " It premiered on 4 November 2001."
     script = {"rag_extract": EXTRACT, "rag_generate": COPIED, "rag_rephrase": COPIED, "rag_generate_pairs": as_much}

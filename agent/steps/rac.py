@@ -22,6 +22,7 @@ from langchain_core.messages import AIMessage, BaseMessage
 from agent.llm.calls import LLMOptions, OutputError, Reply, aask, transcript
 from agent.llm.parsing import ParseError, parse_disambiguations, parse_long_answer, sentences, whole_sentences
 from agent.llm.prompts import estimate_tokens, load_prompt, render
+from agent.retrieval.terms import content_words
 from agent.schemas import Disambiguation, ExtractedPairs, Passage, QAPair, ShortExtractedPairs
 from agent.steps.casebook import evidence, shared_prefix
 from agent.steps.fewshot import PoolExample, Shots, fit_examples, pool_demos
@@ -174,6 +175,9 @@ async def unquoted(
         missing = [a for a in wanted if not contains_answer(answer, a)]
         if missing:
             raise ParseError(f"the answer leaves out {missing[0]!r}")
+        words = set(content_words(answer))
+        if not any(len(words & set(content_words(p.answer))) * 2 >= len(set(content_words(p.answer))) for p in pairs):
+            raise ParseError("the answer states none of the pairs")  # e.g. an echo of the instruction
         return answer
 
     fresh = await aask(
