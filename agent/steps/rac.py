@@ -152,8 +152,8 @@ async def unquoted(
     rephrased in the same conversation (its prefix is cached), told which stretches it copied, with the run's
     retries; a rephrasing is kept only if it copies fewer than ``COPY_LIMIT`` words. Failing that, the pairs are
     written out as sentences (``rag_generate_pairs``: the casebook, cached, and no passages to copy; every short
-    answer of up to 8 words must appear), else listed; that is kept if it copies less than the first answer, which
-    otherwise stays."""
+    answer of up to 8 words must appear and at least one pair must be stated), else listed; that is kept if it copies
+    less than the first answer, which otherwise stays."""
 
     def rephrased(text: str) -> str:
         answer = statements(text)
