@@ -346,7 +346,7 @@ class PostgresStore(Store, Writer):
             average = self._average_length(c)
             if average is not None:
                 c.execute(_sql(
-                    "DELETE FROM {postings} p USING (" + _IMPACTS + "r.key = ANY(%(keys)s)) x "
+                    "DELETE FROM {postings} p USING (" + _impacts("r.key = ANY(%(keys)s)") + ") x "
                     "WHERE p.term = x.term AND p.impact = x.impact AND p.rid = x.rid", self.name,
                 ), _bm25(average) | {"keys": keys})  # fmt: skip
             c.execute(_sql("DELETE FROM {table} WHERE key = ANY(%s)", self.name), (keys,))
@@ -404,7 +404,7 @@ class PostgresStore(Store, Writer):
                                 (share,)).fetchone()[0]  # fmt: skip
             average = float(average or 1.0)
         c.execute(_sql(
-            "INSERT INTO {postings} (term, rid, impact) " + _IMPACTS + "r.rid > %(after)s AND r.rid <= %(last)s",
+            "INSERT INTO {postings} (term, rid, impact) " + _impacts("r.rid > %(after)s AND r.rid <= %(last)s"),
             self.name,
         ), _bm25(average) | {"after": after, "last": last})  # fmt: skip
         c.execute(f"UPDATE {REGISTRY} SET postings_rid = %s, average_length = %s WHERE name = %s",
@@ -420,13 +420,18 @@ class PostgresStore(Store, Writer):
 
 
 _LENGTH = "(SELECT sum(coalesce(array_length(positions, 1), 1)) FROM unnest(r.tsv))"  # words, stop words too
-# (term, rid, impact) of the rows the condition that follows picks: BM25's term-frequency part, stop words left out
-_IMPACTS = (
-    "SELECT u.lexeme AS term, r.rid, (f.tf * %(k1_plus)s / (f.tf + %(k1)s * (1 - %(b)s + %(b)s * d.length / "
-    f"%(average)s)))::real AS impact FROM {{table}} r CROSS JOIN LATERAL (SELECT {_LENGTH} AS length) d "
-    "CROSS JOIN LATERAL unnest(r.tsv) u CROSS JOIN LATERAL (SELECT coalesce(array_length(u.positions, 1), 1)::float8 "
-    "AS tf) f WHERE NOT u.lexeme = ANY(%(stop)s) AND "
-)
+
+
+def _impacts(rows: str) -> str:
+    """(term, rid, impact) of the rows the condition ``rows`` picks: BM25's term-frequency part, stop words left out.
+    Each row's length is counted once, behind the ``OFFSET 0`` fence: inlined, the planner recounts it per posting
+    (30× slower at 20,000 rows)."""
+    return (
+        "SELECT u.lexeme AS term, r.rid, (f.tf * %(k1_plus)s / (f.tf + %(k1)s * (1 - %(b)s + %(b)s * r.length / "
+        f"%(average)s)))::real AS impact FROM (SELECT r.rid, r.tsv, {_LENGTH} AS length FROM {{table}} r WHERE {rows} "
+        "OFFSET 0) r CROSS JOIN LATERAL unnest(r.tsv) u CROSS JOIN LATERAL (SELECT coalesce(array_length(u.positions, "
+        "1), 1)::float8 AS tf) f WHERE NOT u.lexeme = ANY(%(stop)s)"
+    )
 
 
 def _bm25(average: float) -> dict[str, Any]:
