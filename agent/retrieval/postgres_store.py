@@ -425,7 +425,7 @@ _LENGTH = "(SELECT sum(coalesce(array_length(positions, 1), 1)) FROM unnest(r.ts
 def _impacts(rows: str) -> str:
     """(term, rid, impact) of the rows the condition ``rows`` picks: BM25's term-frequency part, stop words left out.
     Each row's length is counted once, behind the ``OFFSET 0`` fence: inlined, the planner recounts it per posting
-    (30× slower at 20,000 rows)."""
+    (19× slower: 28.8 s against 1.5 s for 20,000 rows)."""
     return (
         "SELECT u.lexeme AS term, r.rid, (f.tf * %(k1_plus)s / (f.tf + %(k1)s * (1 - %(b)s + %(b)s * r.length / "
         f"%(average)s)))::real AS impact FROM (SELECT r.rid, r.tsv, {_LENGTH} AS length FROM {{table}} r WHERE {rows} "
