@@ -54,9 +54,19 @@ class SunarContext(RunContext):
         description="NAR's scorer: cross-encoder | colbert (agent.retrieval.scorers.register_scorer adds more)",
     )
     asu: bool = Field(default=True, description="re-score each NAR batch by Answer Semantic Uncertainty (Eq. 5)")
-    samples: int = Field(default=5, ge=1, le=20, description="answers m sampled per batch for ASU (Eq. 2)")
+    samples: int = Field(
+        default=10, ge=1, le=20, description="answers m sampled per batch for ASU (Eq. 2; official: 10)"
+    )
     asu_temperature: float = Field(default=0.3, ge=0, le=2, description="sampling temperature of the ASU answers")
-    equivalence: str = Field(default="token", description="semantic equivalence: token | llm | nli:/path/to/model")
+    asu_style: Literal["reasoned", "short"] = Field(
+        default="reasoned",
+        description="ASU samples reason step by step before the answer line (official code); or the short answer alone",
+    )
+    equivalence: str = Field(
+        default="llm",
+        description="bidirectional entailment of two sampled answers: llm (the chat model judges) | "
+        "nli:/path/to/model (the paper's NLI model, where one is on disk) | token (lexical overlap, no calls)",
+    )
     answer_top_k: int = Field(default=10, ge=1, le=50, description="top-l passages that answer a sub-question")
     evidence_k: int = Field(default=10, ge=1, le=50, description="evidence kept by the Meta Evidence Reasoner")
     passage_words: int = Field(default=100, ge=20, le=1000, description="words of each passage shown to the LLM")
@@ -134,15 +144,19 @@ def after_decompose(state: SunarState) -> Literal["nar_retrieve", "meta_reason"]
 
 
 def _sample_answers(sub_question: str, batch: list[Passage], path: list[Hop], ctx: SunarContext) -> list[Reply[str]]:
-    """Eq. 2: m short answers to the sub-question from the batch alone (short, whatever the answer style: m reasoned
-    samples per batch would cost the local model minutes a hop)."""
-    options = ctx.short_options(ctx.asu_temperature)
+    """Eq. 2: m answers to the sub-question from the batch alone, sampled at ``asu_temperature``: each reasons step by
+    step and ends on its answer line, as the official code samples them (``asu_style=short``: the answer alone)."""
+    if ctx.asu_style == "reasoned":
+        prompt, parse = "sunar_answer_sub", parse_final_answer
+        options = replace(ctx.llm_options(), temperature=ctx.asu_temperature, max_tokens=ctx.reasoning_tokens)
+    else:
+        prompt, parse, options = "sunar_answer_sub_short", parse_short_answer, ctx.short_options(ctx.asu_temperature)
     passages = render_passages(batch, ctx.passage_words)
 
     def sample(i: int) -> Reply[str]:  # each sample its own seed: the same prompt, m different draws
         seeded = options if options.seed is None else replace(options, seed=options.seed + 100 * i)
         return ask(
-            "sunar_answer_sub_short", seeded, parse=parse_short_answer, fallback=UNKNOWN,
+            prompt, seeded, parse=parse, fallback=UNKNOWN,
             passages=passages, path=_facts(path), question=sub_question,
         )  # fmt: skip
 

@@ -379,3 +379,16 @@ def test_a_crash_of_the_embedded_server_fails_that_run_only(dataset, collection,
     down, _ = scripted({**SCRIPT, "rag_generate": unreachable})
     with pytest.raises(LLMUnavailableError):  # an endpoint that is down stops the evaluation
         evaluate(config.model_copy(update={"llm": down, "out": tmp_path / "down"}), progress=False, log=lambda _: None)
+
+
+def test_offset_skips_the_first_rows_so_a_tuning_split_stays_out_of_a_report(dataset, collection, scripted, tmp_path):
+    from agent.eval.datasets import load_examples
+
+    every = [e.id for e in load_examples(dataset)]
+    assert [e.id for e in load_examples(dataset, limit=1, offset=1)] == every[1:2]
+    assert load_examples(dataset, offset=len(every)) == []
+    name, _ = scripted(SCRIPT)
+    out = tmp_path / "run"
+    evaluate(EvalConfig(dataset=dataset, methods=["rag"], out=out, collection=collection, llm=name, offset=1),
+             progress=False, log=lambda _: None)  # fmt: skip
+    assert [json.loads(line)["id"] for line in (out / "results.jsonl").read_text().splitlines()] == every[1:]

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import statistics
 import time
+from collections import Counter
 from collections.abc import Coroutine
 from pathlib import Path
 from typing import Any
@@ -91,27 +92,59 @@ async def _counted(node: Coroutine[Any, Any, dict[str, Any]]) -> tuple[dict[str,
 
 
 def _nar_report(figures: list[dict[str, Any]], variants: list[str], k: int, asu: bool) -> dict[str, Any]:
-    """Means over the questions: recall@k of BM25 and each variant, seconds per variant, ASU's LLM calls."""
+    """Means over the questions with 95% bootstrap intervals: recall@k of BM25 and each variant, the paired
+    differences that decide NAR's and ASU's worth, seconds per variant; with ASU its LLM calls and how often a batch
+    had each number of semantic sets."""
+    from agent.eval.stats import paired_difference, summarize_metrics
+
     mean = lambda name: round(statistics.fmean(row[name] for row in figures), 4) if figures else 0.0  # noqa: E731
-    report: dict[str, Any] = {
-        "questions": len(figures),
-        **{f"{name}_recall@{k}": mean(name) for name in ["bm25", *variants]},
-    }
+    names = ["bm25", *variants]
+    per_method = {n: [{"id": row["id"], "metrics": {"recall": row[n]}} for row in figures] for n in names}
+    report: dict[str, Any] = {"questions": len(figures)}
+    for name in names:
+        value, ci95 = summarize_metrics(per_method[name])
+        report[f"{name}_recall@{k}"] = value.get("recall", 0.0)
+        report[f"{name}_recall@{k}_ci95"] = ci95.get("recall")
+    pairs = [("nar", "bm25_ce"), ("nar", "bm25"), ("bm25_ce", "bm25")] + ([("nar_asu", "nar")] if asu else [])
+    for a, b in pairs:
+        diff = paired_difference(per_method[a], per_method[b]).get("recall")
+        if diff:
+            report[f"{a}_minus_{b}"] = {"diff": diff["diff"], "ci95": diff["ci95"]}
     report |= {f"{name}_seconds": mean(f"{name}_seconds") for name in variants}
     if asu and figures:
         report["nar_asu_llm_calls"] = mean("nar_asu_llm_calls")
+        counts = Counter(s for row in figures for s in row["nar_asu_semantic_sets"])
+        report["nar_asu_semantic_sets"] = {str(s): counts[s] for s in sorted(counts)}
     return report
 
 
 def format_nar(o: dict[str, Any]) -> list[str]:
     shown = [("BM25", "bm25"), ("BM25 + re-ranker", "bm25_ce"), ("NAR without ASU", "nar"), ("NAR with ASU", "nar_asu")]
-    recall = ", ".join(f"{label} {o[key + '_recall@10']:.3f}" for label, key in shown if key + "_recall@10" in o)
+    recall = ", ".join(
+        f"{label} {o[key + '_recall@10']:.3f}" + _ci(o.get(key + "_recall@10_ci95"))
+        for label, key in shown
+        if key + "_recall@10" in o
+    )
     start = f" (from question {o['offset'] + 1})" if o.get("offset") else ""
     timing = [f"NAR {o['nar_seconds']:.1f} s"]
     if "nar_asu_seconds" in o:
         timing.append(f"NAR with ASU {o['nar_asu_seconds']:.1f} s, {o['nar_asu_llm_calls']:g} LLM calls")
-    return [
+    labels = dict((key, label) for label, key in shown)
+    diffs = [
+        f"{labels[a]} − {labels[b]} {d['diff']:+.3f}" + _ci(d["ci95"], "+")
+        for a, b in [("nar", "bm25_ce"), ("nar", "bm25"), ("bm25_ce", "bm25"), ("nar_asu", "nar")]
+        if (d := o.get(f"{a}_minus_{b}"))
+    ]
+    lines = [
         "",
         f"Supporting-paragraph recall@10 on {o['questions']} questions{start}: {recall}",
+        "paired: " + "; ".join(diffs),
         "(per question: " + "; ".join(timing) + ")",
     ]
+    if sets := o.get("nar_asu_semantic_sets"):
+        lines.append("ASU semantic sets per batch: " + ", ".join(f"{s}: {n} batches" for s, n in sets.items()))
+    return lines
+
+
+def _ci(ci95: list[float] | None, sign: str = "") -> str:
+    return f" [{ci95[0]:{sign}.3f}, {ci95[1]:{sign}.3f}]" if ci95 else ""

@@ -57,10 +57,11 @@ class Example(BaseModel):
         return [p.short_answers for p in self.qa_pairs]
 
 
-def load_examples(path: Path, limit: int | None = None) -> list[Example]:
+def load_examples(path: Path, limit: int | None = None, offset: int = 0) -> list[Example]:
+    """The records of ``path`` after the first ``offset``, at most ``limit`` of them (a tuning/report split by rows)."""
     if not path.is_file():
         raise ConfigError(f"dataset {path} does not exist")
-    examples = []
+    examples, records = [], 0
     with path.open(encoding="utf-8") as f:
         for number, line in enumerate(f, 1):
             if not line.strip():
@@ -75,6 +76,9 @@ def load_examples(path: Path, limit: int | None = None) -> list[Example]:
                 ) from None
             if not example.qa_pairs and not example.answers and not example.gold_answers:
                 raise ConfigError(f"{path}:{number}: record has neither qa_pairs, answers nor gold_answers")
+            records += 1
+            if records <= offset:
+                continue
             examples.append(example)
             if limit and len(examples) >= limit:
                 break

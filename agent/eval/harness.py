@@ -39,6 +39,7 @@ class EvalConfig(BaseModel):
     corpus: Path | None = None
     collection: str | None = None
     limit: int | None = None
+    offset: int = Field(default=0, ge=0, description="questions skipped before the first one run")
     llm: str | None = None
     reader: str | None = Field(default=None, description="local extractive QA model dir for Disambig-F1 / DR")
     judge: str | None = Field(default=None, description="LLM judge for VerDICt's grounded metrics (opt-in)")
@@ -125,7 +126,7 @@ def _prepare(
 ) -> tuple[list[Example], dict[str, Provenance]]:
     """The questions and each method's provenance, the corpus ingested first when one is given."""
     made_with = provenances(config)
-    examples = load_examples(config.dataset, config.limit)
+    examples = load_examples(config.dataset, config.limit, config.offset)
     if config.corpus is not None:
         from agent.retrieval.ingest import ingest
 

@@ -1,10 +1,10 @@
 """Semantic equivalence of short answers and semantic sets (SUNAR's ASU, Eq. 3–4, after Kuhn et al. 2023).
 
-Two answers share a semantic set when each entails the other. No NLI model ships in a PyPI package, so the
-default judges entailment lexically: after normalising case, punctuation, articles, dates and numbers, ``a``
-entails ``b`` when ``a`` covers at least ``threshold`` of ``b``'s tokens (token-F1's recall; both directions
-together bound its precision too). Options: an LLM judge (``llm``) and any local Hugging Face NLI model
-directory (``nli:/path/to/model``), which is what the paper uses.
+Two answers share a semantic set when each entails the other; answers equal once normalised (case, punctuation,
+articles, dates, numbers) need no judge. No NLI model ships in a PyPI package, so the default judge is the chat model
+(``llm``); any local Hugging Face NLI model directory (``nli:/path/to/model``) is what the paper uses; ``token`` judges
+lexically, with no calls: ``a`` entails ``b`` when ``a`` covers at least ``threshold`` of ``b``'s tokens (token-F1's
+recall; both directions together bound its precision too).
 """
 
 from __future__ import annotations
@@ -86,11 +86,14 @@ class Equivalence(ABC):
     def entails(self, question: str, premise: str, hypothesis: str) -> bool: ...
 
     def equivalent(self, question: str, a: str, b: str) -> bool:
+        """Each entails the other; answers equal once normalised are equivalent without asking the judge."""
+        if normalize(a) == normalize(b):
+            return True
         return self.entails(question, a, b) and self.entails(question, b, a)
 
 
 class TokenEquivalence(Equivalence):
-    """Lexical entailment over normalised tokens: fast, offline, no model (the default)."""
+    """Lexical entailment over normalised tokens: fast, offline, no model."""
 
     def __init__(self, threshold: float = 0.6):
         self.threshold = threshold
@@ -149,7 +152,7 @@ def _nli(path: str) -> NLIEquivalence:
 
 
 def get_equivalence(spec: str, options: LLMOptions) -> Equivalence:
-    """``token`` (default) | ``llm`` | ``nli:/path/to/model``."""
+    """``llm`` (SUNAR's default) | ``nli:/path/to/model`` | ``token``."""
     if spec == "token":
         return TokenEquivalence()
     if spec == "llm":

@@ -257,7 +257,8 @@ def eval_command(
         None, "--collection", "-c", help="collection (default: the corpus folder's name)"
     ),
     methods: str = typer.Option("closed_book,rag", "--methods", help="comma-separated methods"),
-    limit: int | None = typer.Option(None, "--limit", min=1, help="first N questions"),
+    limit: int | None = typer.Option(None, "--limit", min=1, help="first N questions (after --offset)"),
+    offset: int = typer.Option(0, "--offset", min=0, help="skip the dataset's first N questions (e.g. a tuning split)"),
     llm: str | None = typer.Option(None, "--llm", help="local (default) | openai | fake"),
     out: Path = typer.Option(
         Path("runs/eval"), "--out", help="results.jsonl, summary.json, summary.md, quality_vs_time.png"
@@ -289,8 +290,8 @@ def eval_command(
             method, field, value = parse_setting(text)
             method_options.setdefault(method, {})[field] = value
         config = EvalConfig(
-            dataset=dataset, corpus=corpus, collection=collection, methods=_comma_list(methods), limit=limit, llm=llm,
-            out=out, reader=reader, judge=judge, method_options=method_options, concurrency=concurrency,
+            dataset=dataset, corpus=corpus, collection=collection, methods=_comma_list(methods), limit=limit, offset=offset,
+            llm=llm, out=out, reader=reader, judge=judge, method_options=method_options, concurrency=concurrency,
             baseline=baseline,
         )  # fmt: skip
     except AgentError as exc:
