@@ -101,6 +101,31 @@ def mentions_sources(text: str) -> bool:
     return bool(_SOURCE_TALK.search(text))
 
 
+_SOURCES = (
+    r"(?:the\s+|this\s+)?(?:(?:retrieved|given|provided|first|second|third)\s+)?(?:passages?|contexts?)(?:\s*\[\d+\])*"
+)
+_SAYS = r"(?:\w+ly\s+)?(?:states?|says?|mentions?|indicates?|shows?|notes?|confirms?|explains?|reports?|tells?)"
+_ATTRIBUTION = re.compile(  # "According to passage [2], X" / "The passage clearly states that X" → "X"
+    rf"^(?:(?:according\s+to|as\s+(?:stated|mentioned|shown|noted)\s+in|based\s+on|from|in)\s+{_SOURCES}\s*,\s*"
+    rf"(?:it\s+{_SAYS}\s+(?:that\s+)?)?|{_SOURCES}\s+{_SAYS}\s+(?:that\s+)?)",
+    re.IGNORECASE,
+)
+_TRAILING_ATTRIBUTION = re.compile(  # "X, as evidenced by the passage [1]." → "X."
+    rf",?\s+(?:(?:as\s+)?(?:evidenced|stated|mentioned|shown|noted|seen|supported)\s+(?:by|in)|according\s+to)"
+    rf"\s+{_SOURCES}(?=\s*[.!?]?$)",
+    re.IGNORECASE,
+)
+
+
+def unnarrated(sentence: str) -> str:
+    """``sentence`` without a lead-in that attributes it to the sources ("According to passage [2], ...", "The passage
+    clearly states that ..."); '' when what is left still talks about them ("This is evident from the passage")."""
+    stripped = _TRAILING_ATTRIBUTION.sub("", _ATTRIBUTION.sub("", sentence, count=1), count=1)
+    if stripped[:1] != sentence[:1]:
+        stripped = stripped[:1].upper() + stripped[1:]
+    return "" if mentions_sources(stripped) else stripped
+
+
 def _words(text: str) -> list[str]:
     return normalize_answer(text).split()
 

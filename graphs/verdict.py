@@ -15,7 +15,7 @@ from pydantic import Field
 
 from agent.context import RunContext, context_of
 from agent.llm.calls import Reply, aask, gather_concurrently
-from agent.llm.parsing import parse_execution, parse_long_answer, parse_query
+from agent.llm.parsing import parse_execution, parse_query
 from agent.nodes import llm_node
 from agent.retrieval.embeddings import embed
 from agent.schemas import Disambiguation, Execution, Passage
@@ -23,7 +23,7 @@ from agent.state import AnswerOutput, QuestionInput
 from agent.steps import conflict
 from agent.steps.conflict import Conflict
 from agent.steps.consolidation import hdbscan_labels, representatives
-from agent.steps.rac import render_pairs, whole_answer
+from agent.steps.rac import render_pairs, statements, whole_answer
 from agent.text import passage_text, render_passages
 
 
@@ -160,7 +160,7 @@ async def answer(state: VerdictState, runtime: Runtime[VerdictContext]) -> dict:
         await aask(
             prompt,
             ctx.llm_options(),
-            parse=parse_long_answer,
+            parse=statements,  # the answer states facts with their citations; it never narrates its passages
             **fallback,
             **evidence,
             question=state["question"],

@@ -1,5 +1,7 @@
 """Passages as prompts show them: long articles are cut so they cannot overflow the model's context."""
 
+import pytest
+
 from agent.schemas import Passage
 from agent.text import passage_text, render_passages
 
@@ -94,3 +96,22 @@ def test_a_demonstration_passage_cut_short_keeps_the_stretch_with_its_answer():
     assert "4 November 2001" in passage_text(passage, 15, focus=["4 November 2001"])
     assert passage_text(passage, 15).startswith("T | «w0 w1")  # no focus: the start, as before
     assert passage_text(passage, 15, focus=["absent"]).startswith("T | «w0 w1")
+
+
+@pytest.mark.parametrize(
+    ("sentence", "kept"),
+    [("The passage clearly states that General Bryan was born on July 15, 1905.",
+      "General Bryan was born on July 15, 1905."),
+     ("According to passage [2], the film premiered in London.", "The film premiered in London."),
+     ("Based on the provided context, it opened in 1967 [3].", "It opened in 1967 [3]."),
+     ("Passages [1] [4] say that it is a university.", "It is a university."),
+     ("This can be determined from the passage [1], which states: it is in Natchitoches.", ""),
+     ("The passage [1] states that Doak is linked to soccer, while passage [2] mentions football.", ""),
+     ("In passage [2], it states that he debuted in 2008.", "He debuted in 2008."),
+     ("The courthouse was built in 1902, as evidenced by the passage [1].", "The courthouse was built in 1902."),
+     ("The ride opened at Disneyland in 1967 [1].", "The ride opened at Disneyland in 1967 [1].")],
+)  # fmt: skip
+def test_a_lead_in_that_credits_the_sources_is_dropped_and_the_fact_kept(sentence, kept):
+    from agent.text import unnarrated
+
+    assert unnarrated(sentence) == kept

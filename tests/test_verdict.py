@@ -228,3 +228,19 @@ def test_demo_model_runs_verdict_offline(collection):
     result = agent.run(QUESTION, method="verdict", llm="fake", collection=collection, top_k=6)
     assert result.answer and result.usage.total.calls == 6 + 2
     assert result.disambiguations and all(len(d.passage_ids) == 1 for d in result.disambiguations)
+
+
+def test_the_answer_states_facts_with_citations_and_never_narrates_its_passages(collection, scripted):
+    narrated = (
+        "Answer: The passage clearly states that it premiered in London on 4 November 2001 [1]. According to passage "
+        "[2], it reached US cinemas on 16 November 2001 [2]. This can be determined from the passages retrieved."
+    )
+    script = {"verdict_relax": RELAXED, "verdict_execute": executes({"hp-premiere": PREMIERE, "hp-us": US}),
+              "verdict_answer": [narrated]}  # fmt: skip
+    name, model = scripted(script)
+    result = agent.run(QUESTION, method="verdict", llm=name, collection=collection, top_k=6)
+    assert model.prompts().count("verdict_answer") == 1
+    assert re.fullmatch(
+        r"It premiered in London on 4 November 2001 \[\d\]\. It reached US cinemas on 16 November 2001 \[\d\]\.",
+        result.answer,
+    )

@@ -31,11 +31,11 @@ from agent.text import (
     contains_answer,
     copied_runs,
     longest_copied_run,
-    mentions_sources,
     normalize_answer,
     render_pairs,
     render_passages,
     supporting_ids,
+    unnarrated,
 )
 
 
@@ -198,10 +198,10 @@ _PAIR_LINE = re.compile(r"(?:^|\s)D[QA] ?\d+:")  # the model carrying on in the 
 
 
 def statements(text: str) -> str:
-    """A long answer up to any DQ/DA lines, without its sentences that talk about sources; a ``ParseError`` when
-    nothing else is left."""
+    """A long answer up to any DQ/DA lines, its sentences freed of lead-ins that attribute them to the sources and
+    without those that still talk about sources; a ``ParseError`` when nothing else is left."""
     answer = _PAIR_LINE.split(parse_long_answer(text), maxsplit=1)[0]
-    answer = " ".join(s for s in sentences(answer) if not mentions_sources(s))
+    answer = " ".join(filter(None, map(unnarrated, sentences(answer))))
     if not answer:
         raise ParseError("the answer only talks about its sources")
     return answer
