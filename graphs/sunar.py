@@ -175,13 +175,12 @@ def nar_rerank(state: SunarState, ctx: SunarContext) -> dict:
     sub_question = state["sub_question"]
     query = state["question"] if ctx.r0_from == "question" else sub_question
     r0 = ctx.pool(query, ctx.first_stage_k, ctx.first_stage)  # first stage R0
-    sets_per_batch: list[int] = []
+    sampled: list[list[str]] = []  # each batch's sampled answers, in batch order
     equivalence = get_equivalence(ctx.equivalence, ctx.llm_options())
 
     def answer_semantic_sets(batch: list[Passage]) -> float:  # Algorithm 1 lines 6–7
-        samples = _sample_answers(sub_question, batch, state.get("hops", []), ctx)
-        sets_per_batch.append(len(semantic_sets(sub_question, [r.value for r in samples], equivalence)))
-        return float(sets_per_batch[-1])
+        sampled.append([r.value for r in _sample_answers(sub_question, batch, state.get("hops", []), ctx)])
+        return float(len(semantic_sets(sub_question, sampled[-1], equivalence)))
 
     result = neighbourhood_rerank(
         sub_question,
@@ -192,7 +191,11 @@ def nar_rerank(state: SunarState, ctx: SunarContext) -> dict:
         budget=ctx.budget,
         rescore=answer_semantic_sets if ctx.asu else None,
     )
-    batches = [{"source": b.source, "ids": b.ids, "semantic_sets": int(b.divisor)} for b in result.batches]
+    batches = [
+        {"source": b.source, "ids": b.ids, "semantic_sets": int(b.divisor)}
+        | ({"answers": sampled[i]} if ctx.asu else {})
+        for i, b in enumerate(result.batches)
+    ]
     return {"ranked": result.ranked, "nar_batches": batches}
 
 

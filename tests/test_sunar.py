@@ -368,6 +368,7 @@ def test_bench_recall_records_each_question_and_resumes(planted, scripted, tmp_p
     assert [row["id"] for row in rows] == ["z", "y"]
     assert all(len(row["nar_asu_semantic_sets"]) >= 1 and row["nar_asu_top_changed"] >= 0 for row in rows)
     assert set(rows[0]["nar_asu_semantic_sets"]) == {1}  # the script always answers "Velmora": one set per batch
+    assert rows[0]["nar_asu_answers"][0] == ["Velmora"] * 10  # the samples, to regroup them another way later
     again = nar_recall(planted, examples, llm=name, progress=False, record=record)
     assert again == both and len(model.calls) == 2 * calls and first["questions"] == 1 and both["questions"] == 2
     nar_recall(planted, examples, progress=False, record=record)  # rows without ASU are a different measurement

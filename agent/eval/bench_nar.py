@@ -78,6 +78,7 @@ def _nar_question(sunar: Any, store: Any, contexts: dict[str, Any], example: Exa
         if name == "nar_asu":
             row["nar_asu_llm_calls"] = calls
             row["nar_asu_semantic_sets"] = [b["semantic_sets"] for b in update["nar_batches"]]
+            row["nar_asu_answers"] = [b["answers"] for b in update["nar_batches"]]  # to regroup another way later
             row["nar_asu_top_changed"] = len(set(top["nar_asu"]) - set(top["nar"]))
     return row
 
