@@ -63,9 +63,9 @@ class SunarContext(RunContext):
         description="ASU samples reason step by step before the answer line (official code); or the short answer alone",
     )
     equivalence: str = Field(
-        default="llm",
-        description="bidirectional entailment of two sampled answers: llm (the chat model judges) | "
-        "nli:/path/to/model (the paper's NLI model, where one is on disk) | token (lexical overlap, no calls)",
+        default="token",
+        description="bidirectional entailment of two sampled answers: token (normalised tokens, no calls; the 1.5B "
+        "model as judge merges different answers, docs/evaluation.md) | llm | nli:/path/to/model (the paper's NLI)",
     )
     answer_top_k: int = Field(default=10, ge=1, le=50, description="top-l passages that answer a sub-question")
     evidence_k: int = Field(default=10, ge=1, le=50, description="evidence kept by the Meta Evidence Reasoner")

@@ -156,6 +156,15 @@ def test_llm_judge_asks_both_directions(scripted):
     assert "First answer: Schmeichel" in model.calls[1].user
 
 
+def test_answers_with_different_numbers_differ_without_asking_the_judge(scripted):
+    name, model = scripted({"sunar_entails": "Yes"})  # a judge that calls everything the same
+    judge = get_equivalence("llm", LLMOptions(llm=name))
+    assert not judge.equivalent("In which year?", "1996", "1997")
+    assert not judge.equivalent("When?", "16 November 2001", "November 2001")
+    assert judge.equivalent("When?", "16 November 2001", "November 16, 2001") and model.calls == []
+    assert judge.equivalent("Who?", "Barack Obama", "Obama") and len(model.calls) == 2
+
+
 def test_unknown_equivalence_and_missing_nli_model_are_config_errors(tmp_path):
     with pytest.raises(ConfigError, match="token, llm or nli"):
         get_equivalence("cosine", LLMOptions())
@@ -288,7 +297,7 @@ def test_the_llm_judge_groups_differing_samples_and_is_not_asked_about_equal_one
                             "sunar_entails": lambda call: "Yes" if "Second answer: Velmora" in call.user else "No",
                             "sunar_meta_reason": "So the answer is: Velmora"})  # fmt: skip
     result = agent.run(QUESTION, method="sunar", llm=name, collection=planted, batch_size=3, budget=6, samples=3,
-                       max_concurrency=1, temperature=0.0)  # fmt: skip
+                       equivalence="llm", max_concurrency=1, temperature=0.0)  # fmt: skip
     assert result.extra["hops"][0].semantic_sets == [2, 2]  # {Velmora, the Velmora.} and {Ostra} in each batch
     judged = [c.user for c in model.calls if c.prompt == "sunar_entails"]
     assert len(judged) == 2 and all("First answer: Velmora\nSecond answer: Ostra" in u for u in judged)

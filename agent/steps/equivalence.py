@@ -1,10 +1,11 @@
 """Semantic equivalence of short answers and semantic sets (SUNAR's ASU, Eq. 3–4, after Kuhn et al. 2023).
 
 Two answers share a semantic set when each entails the other; answers equal once normalised (case, punctuation,
-articles, dates, numbers) need no judge. No NLI model ships in a PyPI package, so the default judge is the chat model
-(``llm``); any local Hugging Face NLI model directory (``nli:/path/to/model``) is what the paper uses; ``token`` judges
-lexically, with no calls: ``a`` entails ``b`` when ``a`` covers at least ``threshold`` of ``b``'s tokens (token-F1's
-recall; both directions together bound its precision too).
+articles, dates, numbers) need no judge, nor do answers holding different numbers. The paper judges with an NLI model,
+and none ships in a PyPI package: the default (``token``) judges lexically, with no calls: ``a`` entails ``b`` when
+``a`` covers at least ``threshold`` of ``b``'s tokens (token-F1's recall; both directions together bound its precision
+too). Options: the chat model as judge (``llm``; the local 1.5B model calls different answers the same too often to be
+the default, docs/evaluation.md) and any local Hugging Face NLI model directory (``nli:/path/to/model``).
 """
 
 from __future__ import annotations
@@ -71,6 +72,10 @@ def normalize(answer: str) -> list[str]:
     return [_NUMBER_WORDS.get(token, token) for token in text.split() if token not in _ARTICLES]
 
 
+def _numbers(tokens: list[str]) -> set[str]:
+    return {token for token in tokens if any(ch.isdigit() for ch in token)}
+
+
 def coverage(premise: list[str], hypothesis: list[str]) -> float:
     """Share of the hypothesis' tokens found in the premise (token-F1's recall)."""
     if not hypothesis:
@@ -86,14 +91,20 @@ class Equivalence(ABC):
     def entails(self, question: str, premise: str, hypothesis: str) -> bool: ...
 
     def equivalent(self, question: str, a: str, b: str) -> bool:
-        """Each entails the other; answers equal once normalised are equivalent without asking the judge."""
-        if normalize(a) == normalize(b):
+        """Each entails the other. Without asking the judge: answers equal once normalised are equivalent, and answers
+        that both hold numbers (dates included) but not the same ones are not (a small LLM judge calls 1996 and 1997
+        the same answer)."""
+        tokens_a, tokens_b = normalize(a), normalize(b)
+        if tokens_a == tokens_b:
             return True
+        numbers_a, numbers_b = _numbers(tokens_a), _numbers(tokens_b)
+        if numbers_a and numbers_b and numbers_a != numbers_b:
+            return False
         return self.entails(question, a, b) and self.entails(question, b, a)
 
 
 class TokenEquivalence(Equivalence):
-    """Lexical entailment over normalised tokens: fast, offline, no model."""
+    """Lexical entailment over normalised tokens: fast, offline, no model (the default)."""
 
     def __init__(self, threshold: float = 0.6):
         self.threshold = threshold
@@ -152,7 +163,7 @@ def _nli(path: str) -> NLIEquivalence:
 
 
 def get_equivalence(spec: str, options: LLMOptions) -> Equivalence:
-    """``llm`` (SUNAR's default) | ``nli:/path/to/model`` | ``token``."""
+    """``token`` (SUNAR's default) | ``llm`` | ``nli:/path/to/model``."""
     if spec == "token":
         return TokenEquivalence()
     if spec == "llm":
