@@ -2,6 +2,7 @@
 
 import _thread
 import json
+import signal
 import time
 
 import pytest
@@ -52,7 +53,16 @@ def test_eval_runs_every_method_on_every_question_and_summarises(dataset, collec
     assert (out / "quality_vs_time.png").read_bytes()[:4] == b"\x89PNG"
 
 
-def test_an_interrupted_eval_keeps_finished_runs_and_resumes(dataset, collection, scripted, tmp_path):
+@pytest.fixture
+def sigint_raises():
+    """SIGINT raises KeyboardInterrupt whatever handler the shell or an earlier test left (ignored, SIGINT does
+    nothing to ``_thread.interrupt_main``: the test failed so once in a full run, never alone)."""
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    yield
+    signal.signal(signal.SIGINT, previous)
+
+
+def test_an_interrupted_eval_keeps_finished_runs_and_resumes(dataset, collection, scripted, tmp_path, sigint_raises):
     calls = {"n": 0}
 
     def flaky_generate(call):
