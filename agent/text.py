@@ -118,8 +118,9 @@ _TRAILING_ATTRIBUTION = re.compile(  # "X, as evidenced by the passage [1]." →
 
 
 def unnarrated(sentence: str) -> str:
-    """``sentence`` without a lead-in that attributes it to the sources ("According to passage [2], ...", "The passage
-    clearly states that ..."); '' when what is left still talks about them ("This is evident from the passage")."""
+    """``sentence`` without a lead-in or a tail that attributes it to the sources ("According to passage [2], ...",
+    "The passage clearly states that ...", "..., as evidenced by passage [1]."); '' when what is left still talks
+    about them ("This is evident from the passage")."""
     stripped = _TRAILING_ATTRIBUTION.sub("", _ATTRIBUTION.sub("", sentence, count=1), count=1)
     if stripped[:1] != sentence[:1]:
         stripped = stripped[:1].upper() + stripped[1:]

@@ -15,6 +15,8 @@ from tqdm import tqdm
 from agent.eval.datasets import Example
 from agent.eval.resume import RowLog, made_with, read_rows
 
+PAIRED = [("nar", "bm25_ce"), ("nar", "bm25"), ("bm25_ce", "bm25"), ("nar_asu", "nar")]  # (a, b): a − b, paired
+
 
 def nar_recall(
     collection: str,
@@ -106,8 +108,7 @@ def _nar_report(figures: list[dict[str, Any]], variants: list[str], k: int, asu:
         value, ci95 = summarize_metrics(per_method[name])
         report[f"{name}_recall@{k}"] = value.get("recall", 0.0)
         report[f"{name}_recall@{k}_ci95"] = ci95.get("recall")
-    pairs = [("nar", "bm25_ce"), ("nar", "bm25"), ("bm25_ce", "bm25")] + ([("nar_asu", "nar")] if asu else [])
-    for a, b in pairs:
+    for a, b in PAIRED if asu else PAIRED[:-1]:
         diff = paired_difference(per_method[a], per_method[b]).get("recall")
         if diff:
             report[f"{a}_minus_{b}"] = {"diff": diff["diff"], "ci95": diff["ci95"]}
@@ -133,7 +134,7 @@ def format_nar(o: dict[str, Any]) -> list[str]:
     labels = dict((key, label) for label, key in shown)
     diffs = [
         f"{labels[a]} − {labels[b]} {d['diff']:+.3f}" + _ci(d["ci95"], "+")
-        for a, b in [("nar", "bm25_ce"), ("nar", "bm25"), ("bm25_ce", "bm25"), ("nar_asu", "nar")]
+        for a, b in PAIRED
         if (d := o.get(f"{a}_minus_{b}"))
     ]
     lines = [
