@@ -200,6 +200,30 @@ def test_details_keep_numbers_and_labels_and_count_lists():
     assert details(result) == {"expansions": 4, "stop_reason": "max_nodes", "tree_count": 3}
 
 
+def test_sunar_semantic_sets_per_batch_reach_the_row_and_the_summary(tmp_path):
+    from agent.eval.harness import details
+    from agent.eval.report import summarize, write_reports
+    from agent.schemas import RunResult
+    from graphs.sunar import Hop
+
+    hops = [Hop(sub_question="a?", answer="x", semantic_sets=[1, 3]), Hop(sub_question="b?", answer="y")]
+    result = RunResult(question="q", method="sunar", answer="y", extra={"hops": hops})
+    assert details(result) == {"hops_count": 2, "hops.semantic_sets": [1, 3]}
+
+    rows = [
+        {"method": "sunar", "id": str(i), "disambiguations": [], "metrics": {"em": 1.0},
+         "cost": {"llm_calls": 1, "seconds": 2.0, "input_tokens": 10, "output_tokens": 2},
+         "details": {"hops_count": 1, "hops.semantic_sets": sets}}
+        for i, sets in enumerate([[1, 3], [1, 1, 2]])
+    ]  # fmt: skip
+    (tmp_path / "results.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    summary = summarize(tmp_path / "results.jsonl", ["sunar"], samples=10)
+    assert summary["sunar"]["details_distribution"] == {"hops.semantic_sets": {"1": 3, "2": 1, "3": 1}}
+    assert "hops.semantic_sets" not in summary["sunar"]["details_per_question"]
+    write_reports(summary, tmp_path)
+    assert "- **sunar** hops.semantic_sets: 1: 3, 2: 1, 3: 1" in (tmp_path / "summary.md").read_text()
+
+
 def test_per_method_options_reach_only_their_method_and_are_reported(dataset, collection, scripted, tmp_path):
     name, _ = scripted(SCRIPT)
     out = tmp_path / "run"

@@ -265,14 +265,32 @@ def run_one(
 
 
 def details(result: RunResult) -> dict[str, Any]:
-    """Method-specific figures from the final state: numbers and short labels as they are, lists as their length."""
+    """Method-specific figures from the final state: numbers and short labels as they are, lists as their length,
+    and the lists of numbers their records hold, joined under ``LIST.FIELD`` (SUNAR's ``hops.semantic_sets``: ASU's
+    semantic-set count of every NAR batch)."""
     out: dict[str, Any] = {}
     for key, value in result.extra.items():
         if isinstance(value, bool | int | float) or (isinstance(value, str) and len(value) <= 80):
             out[key] = value
         elif isinstance(value, list):
             out[f"{key}_count"] = len(value)
+            out.update(_number_lists(key, value))
     return out
+
+
+def _number_lists(key: str, items: list[Any]) -> dict[str, list[int | float]]:
+    """``{"KEY.FIELD": [...]}``: the non-empty lists of numbers in ``items``' fields, concatenated in order."""
+    joined: dict[str, list[int | float]] = {}
+    for item in items:
+        fields = item.model_dump() if isinstance(item, BaseModel) else item if isinstance(item, dict) else {}
+        for name, value in fields.items():
+            if isinstance(value, list) and value and all(_is_number(v) for v in value):
+                joined.setdefault(f"{key}.{name}", []).extend(value)
+    return joined
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool)
 
 
 class CriticalPath:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import statistics
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
@@ -78,6 +79,7 @@ def _costs(finished: list[dict[str, Any]]) -> dict[str, Any]:
             "interpretations": _mean([len(r["disambiguations"]) for r in finished]),
             **_mean_details(finished),
         },
+        "details_distribution": _distributions(finished),
     }
 
 
@@ -113,6 +115,17 @@ def _mean_details(rows: list[dict[str, Any]]) -> dict[str, float]:
     }
 
 
+def _distributions(rows: list[dict[str, Any]]) -> dict[str, dict[str, int]]:
+    """How often each value occurs in the list-valued details over all rows (e.g. ``hops.semantic_sets``: how many
+    NAR batches had 1, 2, ... semantic sets)."""
+    counts: dict[str, Counter[int | float]] = {}
+    for r in rows:
+        for k, v in r.get("details", {}).items():
+            if isinstance(v, list):
+                counts.setdefault(k, Counter()).update(v)
+    return {k: {f"{value:g}": c[value] for value in sorted(c)} for k, c in sorted(counts.items())}
+
+
 def write_reports(summary: dict[str, Any], out: Path) -> None:
     """``summary.json``, ``summary.md`` (quality, differences, cost, details, provenance) and the plot in ``out``."""
     (out / "summary.json").write_text(json.dumps(summary, indent=2))
@@ -125,6 +138,14 @@ def write_reports(summary: dict[str, Any], out: Path) -> None:
     if detailed:
         lines += ["", "## Method details (mean per question)", ""]
         lines += [f"- **{method}**: " + ", ".join(f"{k} {v:g}" for k, v in d.items()) for method, d in detailed.items()]
+    spread = {method: s["details_distribution"] for method, s in summary.items() if s.get("details_distribution")}
+    if spread:
+        lines += ["", "## Method details (how often each value occurs)", ""]
+        lines += [
+            f"- **{method}** {key}: " + ", ".join(f"{value}: {n}" for value, n in counts.items())
+            for method, d in spread.items()
+            for key, counts in d.items()
+        ]
     lines += _provenance_lines(summary)
     (out / "summary.md").write_text("\n".join(lines) + "\n")
     _plot(summary, out / "quality_vs_time.png")
