@@ -226,3 +226,33 @@ def test_rag_short_style_is_the_multi_hop_baseline_one_reasoned_call(collection,
     assert nodes == ["retrieve", "short_answer"] and model.prompts() == ["rag_short"]
     assert result.answer == "4 November 2001" and result.disambiguations == [] and len(result.passages) == 3
     assert "[3] " in model.calls[0].user and result.usage.by_node["short_answer"].calls == 1
+
+
+PASSAGE_AS_ANSWER = (
+    "DQ 1: When was the world premiere of the film?\nDA 1: The film had its world premiere at the Odeon Leicester "
+    "Square in London on 4 November 2001, and it was a great success with critics and audiences alike.\n"
+    "DQ 2: When was it released in US cinemas?\nDA 2: 16 November 2001"
+)
+
+
+def test_an_extracted_answer_that_is_a_whole_passage_is_asked_for_again_short(collection, scripted):
+    shortened = "DQ 1: When was the world premiere of the film?\nDA 1: 4 November 2001"
+    name, model = scripted({"rag_extract": PASSAGE_AS_ANSWER, "rag_shorten": shortened, "rag_generate": GENERATE})
+    result = agent.run(QUESTION, llm=name, collection=collection)
+    assert model.prompts() == ["rag_extract", "rag_shorten", "rag_generate"]
+    shorten = model.calls[1]
+    assert shorten.messages[-2].content == PASSAGE_AS_ANSWER  # the same conversation: its prefix is cached
+    assert "DQ 1: When was the world premiere of the film?" in shorten.user and "DQ 2" not in shorten.user
+    by_answer = {d.answer: d.passage_ids for d in result.disambiguations}
+    assert by_answer == {"4 November 2001": ["hp-premiere"], "16 November 2001": ["hp-us"]}
+    assert result.usage.by_node["rag_extract"].calls == 2
+
+
+def test_an_extracted_answer_that_stays_long_is_kept_after_the_retries(collection, scripted):
+    name, model = scripted(
+        {"rag_extract": PASSAGE_AS_ANSWER, "rag_shorten": PASSAGE_AS_ANSWER, "rag_generate": GENERATE}
+    )
+    result = agent.run(QUESTION, llm=name, collection=collection)
+    assert model.prompts() == ["rag_extract", *["rag_shorten"] * 3, "rag_generate"]  # the run's 2 retries
+    assert result.disambiguations[0].answer.startswith("The film had its world premiere")
+    assert result.answer.startswith("The film premiered in London")

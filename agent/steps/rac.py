@@ -45,14 +45,9 @@ async def extract(
     """I_e: disambiguated questions with answers found in ``passages``; none when the output stays unusable.
     ``short``: the passages open the call's own turn, before the instruction, and a schema asks for short answers."""
     call = _short_extract_call(question, passages, book) if short else _extract_call(question, passages, book)
-    reply = await aask(
-        "rag_extract_short" if short else "rag_extract",
-        options,
-        parse=parse_disambiguations,
-        schema=ShortExtractedPairs if short else ExtractedPairs,
-        fallback=[],
-        **call,
-    )
+    prompt, schema = ("rag_extract_short", ShortExtractedPairs) if short else ("rag_extract", ExtractedPairs)
+    reply = await aask(prompt, options, parse=parse_disambiguations, schema=schema, fallback=[], **call)
+    reply = await _short_answers(reply, options, transcript(prompt, options, reply.text, schema=schema, **call))
     return reply.with_value(_supported(reply.value, passages))
 
 
@@ -80,7 +75,48 @@ async def extract_with_examples(
         examples=examples,
         **variables,
     )
+    history = transcript(
+        "rag_extract_examples", options, reply.text, schema=ExtractedPairs, examples=examples, **variables
+    )
+    reply = await _short_answers(reply, options, history)
     return reply.with_value(_supported(reply.value, passages))
+
+
+SHORT_ANSWER_WORDS = 20
+"""A DA of more words is a sentence or a whole passage, not the short answer I_e asks for (ASQA's short answers have
+a few words); an answer written from it copies that passage (docs/answers.md)."""
+
+
+async def _short_answers(
+    reply: Reply[list[QAPair]], options: LLMOptions, history: list[BaseMessage]
+) -> Reply[list[QAPair]]:
+    """I_e's pairs whose answers run past ``SHORT_ANSWER_WORDS``, asked for again in the same conversation (its prefix
+    is cached; ``rag_shorten``), once, with the run's retries. A pair takes its new answer where that is short enough;
+    else it stays as it was (I_g then rephrases what it would copy). The reply's text stays the first one."""
+    long = [i for i, p in enumerate(reply.value) if len(p.answer.split()) > SHORT_ANSWER_WORDS]
+    if not long:
+        return reply
+    wanted = {normalize_answer(reply.value[i].question): i for i in long}
+    others = {normalize_answer(p.question) for i, p in enumerate(reply.value) if i not in long}
+
+    def shortened(text: str) -> dict[int, str]:  # pair index -> its short answer
+        pairs = [p for p in parse_disambiguations(text) if normalize_answer(p.question) not in others]
+        found = [(wanted.get(normalize_answer(p.question)), p.answer) for p in pairs]
+        if all(i is None for i, _ in found) and len(pairs) == len(long):  # questions reworded: taken in order
+            found = list(zip(long, (p.answer for p in pairs)))
+        answers = {i: a for i, a in found if i is not None and len(a.split()) <= SHORT_ANSWER_WORDS}
+        if not answers:
+            raise ParseError(f"no answer of at most {SHORT_ANSWER_WORDS} words to the questions asked")
+        return answers
+
+    listing = "\n".join(f"DQ {i + 1}: {reply.value[i].question}" for i in long)
+    again = await aask(
+        "rag_shorten", options, parse=shortened, schema=ExtractedPairs, fallback={}, history=history, questions=listing
+    )
+    pairs = [QAPair(question=p.question, answer=again.value.get(i, p.answer)) for i, p in enumerate(reply.value)]
+    return Reply(
+        pairs, reply.text, reply.usage + again.usage, reply.attempts + again.attempts, reply.parsed, reply.truncated
+    )
 
 
 def _extraction_examples(question: str, shots: Shots, variables: dict[str, str]) -> str:
