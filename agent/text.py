@@ -107,7 +107,7 @@ _SOURCES = (
 _SAYS = r"(?:\w+ly\s+)?(?:states?|says?|mentions?|indicates?|shows?|notes?|confirms?|explains?|reports?|tells?)"
 _ATTRIBUTION = re.compile(  # "According to passage [2], X" / "The passage clearly states that X" → "X"
     rf"^(?:(?:according\s+to|as\s+(?:stated|mentioned|shown|noted)\s+in|based\s+on|from|in)\s+{_SOURCES}\s*,\s*"
-    rf"(?:it\s+{_SAYS}\s+(?:that\s+)?)?|{_SOURCES}\s+{_SAYS}\s+(?:that\s+)?)",
+    rf"(?:it\s+{_SAYS}\s+(?:that\s+)?)?|{_SOURCES}\s+{_SAYS}(?:\s+that\s+|\s*:\s*|\s+))",
     re.IGNORECASE,
 )
 _TRAILING_ATTRIBUTION = re.compile(  # "X, as evidenced by the passage [1]." → "X."

@@ -256,3 +256,13 @@ def test_an_extracted_answer_that_stays_long_is_kept_after_the_retries(collectio
     assert model.prompts() == ["rag_extract", *["rag_shorten"] * 3, "rag_generate"]  # the run's 2 retries
     assert result.disambiguations[0].answer.startswith("The film had its world premiere")
     assert result.answer.startswith("The film premiered in London")
+
+
+def test_an_answer_written_as_a_list_reads_as_sentences_without_its_source_talk(collection, scripted):
+    listed_reply = (
+        'Answer: The question "When did it come out?" can be read in two ways, each with its own passage:\n'
+        "1. The world premiere was on 4 November 2001\n2. US cinemas showed it from 16 November 2001"
+    )
+    name, _ = scripted({"rag_extract": EXTRACT, "rag_generate": listed_reply})
+    result = agent.run(QUESTION, llm=name, collection=collection)
+    assert result.answer == "The world premiere was on 4 November 2001. US cinemas showed it from 16 November 2001"

@@ -9,6 +9,7 @@ from agent.llm.parsing import (
     parse_numbered_list,
     parse_true_false,
     parse_yes_no,
+    sentences,
     whole_sentences,
 )
 
@@ -193,3 +194,17 @@ def test_a_reasoned_answer_is_read_from_its_last_answer_line():
     assert parse_final_answer("Velmora") == "Velmora"
     with pytest.raises(ParseError):
         parse_final_answer("Reasoning: the passages name the capital")
+
+
+def test_sentences_split_at_list_items_and_not_before_a_lower_case_word():
+    text = 'The question "Who won? " can be read two ways:\n1. The 2001 race.\n2) The 2002 race\n- Both in Paris.'
+    assert sentences(text) == [
+        'The question "Who won? " can be read two ways:',
+        "The 2001 race.",
+        "The 2002 race",
+        "Both in Paris.",
+    ]
+    assert sentences("It had 3,559 people in 2010. No. 5 is its rank.") == [
+        "It had 3,559 people in 2010.",
+        "No. 5 is its rank.",
+    ]

@@ -109,6 +109,7 @@ def test_a_demonstration_passage_cut_short_keeps_the_stretch_with_its_answer():
      ("The passage [1] states that Doak is linked to soccer, while passage [2] mentions football.", ""),
      ("In passage [2], it states that he debuted in 2008.", "He debuted in 2008."),
      ("The courthouse was built in 1902, as evidenced by the passage [1].", "The courthouse was built in 1902."),
+     ("The first passage states: the city had 3,559 people in 2010.", "The city had 3,559 people in 2010."),
      ("The ride opened at Disneyland in 1967 [1].", "The ride opened at Disneyland in 1967 [1].")],
 )  # fmt: skip
 def test_a_lead_in_that_credits_the_sources_is_dropped_and_the_fact_kept(sentence, kept):

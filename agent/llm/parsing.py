@@ -153,14 +153,21 @@ _SENTENCE_END = re.compile(r"""[.!?]["'”’)\]]*(?:\s*\[\d+\])*(?=\s|$)""")
 _NOT_AN_END = re.compile(r"(?:\b[A-Z]|\b(?:Mr|Mrs|Ms|Dr|St|Jr|Sr|vs|No|Mt|Ft|U\.S|U\.K|Inc|Co|Ltd))\.$")
 
 
+_ITEM_MARKER = re.compile(r"(?:^|\n)[ \t]*(?:\d{1,2}[.)]|[-*•])[ \t]+")  # "1. ", "2) ", "- " opening a line
+_LOWER_NEXT = re.compile(r"""\s*["'”’]?\s*[a-z]""")  # '"Who won? " can be read ...': the sentence goes on
+
+
 def sentences(text: str) -> list[str]:
-    """``text`` split after each sentence end (the same ends as ``whole_sentences``), each stripped."""
-    starts, parts = 0, []
-    for match in _SENTENCE_END.finditer(text):
-        if not _NOT_AN_END.search(text[: match.start() + 1]):
-            parts.append(text[starts : match.end()].strip())
-            starts = match.end()
-    parts.append(text[starts:].strip())
+    """``text`` split after each sentence end (the same ends as ``whole_sentences``) and at each list item (its
+    marker dropped: "1. ", "- "), each stripped. An end followed by a lower-case word is none."""
+    parts = []
+    for block in _ITEM_MARKER.split(text):
+        starts = 0
+        for match in _SENTENCE_END.finditer(block):
+            if not _NOT_AN_END.search(block[: match.start() + 1]) and not _LOWER_NEXT.match(block, match.end()):
+                parts.append(block[starts : match.end()].strip())
+                starts = match.end()
+        parts.append(block[starts:].strip())
     return [part for part in parts if part]
 
 

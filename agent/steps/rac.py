@@ -237,10 +237,17 @@ def statements(text: str) -> str:
     """A long answer up to any DQ/DA lines, its sentences freed of lead-ins that attribute them to the sources and
     without those that still talk about sources; a ``ParseError`` when nothing else is left."""
     answer = _PAIR_LINE.split(parse_long_answer(text), maxsplit=1)[0]
-    answer = " ".join(filter(None, map(unnarrated, sentences(answer))))
+    kept = [s for s in map(unnarrated, sentences(answer)) if s]
+    answer = " ".join([*map(_ended, kept[:-1]), *kept[-1:]])
     if not answer:
         raise ParseError("the answer only talks about its sources")
     return answer
+
+
+def _ended(sentence: str) -> str:
+    """A list item without a final stop gets one, so the items read as sentences once joined (the last part is left
+    as it is: a reply cut at its token cap ends there, and ``whole_answer`` drops it)."""
+    return sentence if re.search(r"""[.!?:;]["'”’)\]]*$""", sentence) else f"{sentence}."
 
 
 async def closed_book(question: str, options: LLMOptions, book: str) -> Reply[str]:
