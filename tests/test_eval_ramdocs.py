@@ -92,5 +92,6 @@ def test_each_question_is_answered_over_its_own_documents_and_scored(dataset, sc
     assert madam["reject_precision"] == 1.0 and madam["reject_recall"] == 1.0  # misinfo and noise rejected
     rag = rows[("rag", "r1")]["metrics"]
     assert rag["em"] == 0.0 and rag["gold_recall"] == 0.5 and "reject_recall" not in rag
+    assert rag["narrates"] == 0.0 and rows[("closed_book", "r1")]["metrics"]["narrates"] == 0.0
     assert "misinfo_stated" not in rows[("madam", "r2")]["metrics"]  # r2 has no wrong answer
     assert summary["madam"]["metrics"]["em"] == 1.0 and summary["madam"]["questions"] == 2

@@ -40,15 +40,16 @@ def score(example: Example, result: RunResult, reader: m.Reader | None = None) -
 
 
 def conflict_scores(example: Example, result: RunResult) -> dict[str, float]:
-    """RAMDocs: exact match on what the answer states and on its whole text, gold recall, whether a wrong answer is
-    stated (questions that have one), and for methods that reject passages, their precision and recall against the
-    misinformation and noise labels."""
+    """RAMDocs: exact match on what the answer states and on its whole text, gold recall, whether the answer narrates
+    its sources (as for ASQA), whether a wrong answer is stated (questions that have one), and for methods that reject
+    passages, their precision and recall against the misinformation and noise labels."""
     stated = stated_answers(result)
     golds, wrongs = example.gold_answers, example.wrong_answers
     scores = {
         "em": m.conflict_em(stated, golds, wrongs),
         "em_text": m.conflict_em(result.answer, golds, wrongs),
         "gold_recall": m.gold_recall(stated, golds),
+        "narrates": float(narrates(result.answer, [p.full_text for p in result.passages])),
     }
     if wrongs:
         scores["misinfo_stated"] = m.states_any(stated, wrongs)
