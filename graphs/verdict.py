@@ -23,8 +23,8 @@ from agent.state import AnswerOutput, QuestionInput
 from agent.steps import conflict
 from agent.steps.conflict import Conflict
 from agent.steps.consolidation import hdbscan_labels, representatives
-from agent.steps.rac import render_pairs, statements, whole_answer
-from agent.text import passage_text, render_passages
+from agent.steps.rac import render_pairs, rephrased, statements, whole_answer
+from agent.text import COPY_LIMIT, copied_runs, passage_text, render_passages
 
 
 class VerdictContext(RunContext):
@@ -156,19 +156,15 @@ async def answer(state: VerdictState, runtime: Runtime[VerdictContext]) -> dict:
             "verdict_answer",
             {"passages": render_passages([passages[n - 1] for n in cited], numbers=cited)},
         )
-    reply = whole_answer(
-        await aask(
-            prompt,
-            ctx.llm_options(),
-            parse=statements,  # the answer states facts with their citations; it never narrates its passages
-            **fallback,
-            **evidence,
-            question=state["question"],
-            disambiguations=render_pairs(shown),
-        )
-    )
-    missing = [f"{d.question} {d.answer}." for d, c in zip(shown, cite) if c not in reply.value]
-    answer = " ".join([reply.value, *missing]) if ctx.append_uncited else reply.value
+    call = {**evidence, "question": state["question"], "disambiguations": render_pairs(shown)}
+    # the answer states facts with their citations; it never narrates its passages nor quotes them at length
+    reply = whole_answer(await aask(prompt, ctx.llm_options(), parse=statements, **fallback, **call))
+    text, sources = reply.value, [p.full_text for p in passages]
+    if copied := copied_runs(text, sources, COPY_LIMIT):
+        again = await rephrased(reply, copied, sources, prompt, call, ctx.llm_options())
+        text = whole_answer(again).value if again.value else text
+    missing = [f"{d.question} {d.answer}." for d, c in zip(shown, cite) if c not in text]
+    answer = " ".join([text, *missing]) if ctx.append_uncited else text
     return {"answer": answer, "uncited": len(missing)}
 
 

@@ -244,3 +244,16 @@ def test_the_answer_states_facts_with_citations_and_never_narrates_its_passages(
         r"It premiered in London on 4 November 2001 \[\d\]\. It reached US cinemas on 16 November 2001 \[\d\]\.",
         result.answer,
     )
+
+
+def test_an_answer_that_quotes_a_passage_at_length_is_rephrased_with_its_citations(collection, scripted):
+    quoted = "Answer: It was released in cinemas in the United States and the United Kingdom on 16 November 2001 [2]."
+    own_words = "Answer: Cinemas in the US and the UK showed it from 16 November 2001 [2]."
+    script = {"verdict_relax": RELAXED, "verdict_execute": executes({"hp-us": US}), "verdict_answer": quoted,
+              "rag_rephrase": own_words}  # fmt: skip
+    name, model = scripted(script)
+    result = agent.run(QUESTION, method="verdict", llm=name, collection=collection, top_k=6)
+    assert model.prompts()[-2:] == ["verdict_answer", "rag_rephrase"]
+    assert model.calls[-1].messages[-2].content == quoted  # the same conversation: its prefix is cached
+    assert "«it was released in cinemas in united states and united kingdom" in model.calls[-1].user
+    assert re.fullmatch(r"Cinemas in the US and the UK showed it from 16 November 2001 \[\d\]\.", result.answer)

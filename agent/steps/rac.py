@@ -184,22 +184,11 @@ async def unquoted(
     options: LLMOptions,
     book: str,
 ) -> Reply[str]:
-    """An answer that quotes a passage (``copied``: its stretches of ``COPY_LIMIT`` or more words), rewritten. First
-    rephrased in the same conversation (its prefix is cached), told which stretches it copied, with the run's
-    retries; a rephrasing is kept only if it copies fewer than ``COPY_LIMIT`` words. Failing that, the pairs are
-    written out as sentences (``rag_generate_pairs``: the casebook, cached, and no passages to copy; every short
-    answer of up to 8 words must appear and at least one pair must be stated), else listed; that is kept if it copies
-    less than the first answer, which otherwise stays."""
-
-    def rephrased(text: str) -> str:
-        answer = statements(text)
-        if longest_copied_run(answer, sources) >= COPY_LIMIT:
-            raise ParseError("the rephrased answer still copies a passage")
-        return answer
-
-    conversation = [*render("rag_generate", **call), AIMessage(content=reply.text)]
-    stretches = "\n".join(f"- «{run}»" for run in copied[:3])
-    again = await aask("rag_rephrase", options, parse=rephrased, fallback="", history=conversation, copied=stretches)
+    """An answer that quotes a passage (``copied``: its stretches of ``COPY_LIMIT`` or more words), rewritten: first
+    ``rephrased``; failing that, the pairs are written out as sentences (``rag_generate_pairs``: the casebook, cached,
+    and no passages to copy; every short answer of up to 8 words must appear and at least one pair must be stated),
+    else listed; that is kept if it copies less than the first answer, which otherwise stays."""
+    again = await rephrased(reply, copied, sources, "rag_generate", call, options)
     usage, attempts = reply.usage + again.usage, reply.attempts + again.attempts
     if again.value or not pairs:
         chosen = whole_answer(again) if again.value else reply
@@ -223,6 +212,26 @@ async def unquoted(
     usage, attempts = usage + fresh.usage, attempts + fresh.attempts
     chosen = whole_answer(fresh) if longest_copied_run(fresh.value, sources) < len(copied[0].split()) else reply
     return Reply(chosen.value, chosen.text, usage, attempts, chosen.parsed, chosen.truncated)
+
+
+async def rephrased(
+    reply: Reply[str], copied: list[str], sources: list[str], prompt: str, call: dict[str, Any], options: LLMOptions
+) -> Reply[str]:
+    """The rephrasing of ``reply`` (to ``prompt`` with ``call``), which copies the ``copied`` stretches of
+    ``sources``: asked in the same conversation (``rag_rephrase``; its prefix is cached), told which stretches it
+    copied, with the run's retries; its value is '' unless a rephrasing copies fewer than ``COPY_LIMIT`` words."""
+
+    def unquoted_statements(text: str) -> str:
+        answer = statements(text)
+        if longest_copied_run(answer, sources) >= COPY_LIMIT:
+            raise ParseError("the rephrased answer still copies a passage")
+        return answer
+
+    conversation = [*render(prompt, **call), AIMessage(content=reply.text)]
+    stretches = "\n".join(f"- «{run}»" for run in copied[:3])
+    return await aask(
+        "rag_rephrase", options, parse=unquoted_statements, fallback="", history=conversation, copied=stretches
+    )
 
 
 def listed(pairs: list[Disambiguation]) -> str:
