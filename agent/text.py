@@ -104,7 +104,9 @@ def mentions_sources(text: str) -> bool:
 _SOURCES = (
     r"(?:the\s+|this\s+)?(?:(?:retrieved|given|provided|first|second|third)\s+)?(?:passages?|contexts?)(?:\s*\[\d+\])*"
 )
-_SAYS = r"(?:\w+ly\s+)?(?:states?|says?|mentions?|indicates?|shows?|notes?|confirms?|explains?|reports?|tells?)"
+_SAYS = (
+    r"(?:(?:\w+ly|also)\s+)?(?:states?|says?|mentions?|indicates?|shows?|notes?|confirms?|explains?|reports?|tells?)"
+)
 _ATTRIBUTION = re.compile(  # "According to passage [2], X" / "The passage clearly states that X" → "X"
     rf"^(?:(?:according\s+to|as\s+(?:stated|mentioned|shown|noted)\s+in|based\s+on|from|in)\s+{_SOURCES}\s*,\s*"
     rf"(?:it\s+{_SAYS}\s+(?:that\s+)?)?|{_SOURCES}\s+{_SAYS}(?:\s+that\s+|\s*:\s*|\s+))",

@@ -23,7 +23,7 @@ from agent.state import AnswerOutput, QuestionInput
 from agent.steps import conflict
 from agent.steps.conflict import Conflict
 from agent.steps.consolidation import hdbscan_labels, representatives
-from agent.steps.rac import render_pairs, rephrased, statements, whole_answer
+from agent.steps.rac import render_pairs, rephrased, restated, statements, whole_answer
 from agent.text import COPY_LIMIT, copied_runs, passage_text, render_passages
 
 
@@ -159,6 +159,7 @@ async def answer(state: VerdictState, runtime: Runtime[VerdictContext]) -> dict:
     call = {**evidence, "question": state["question"], "disambiguations": render_pairs(shown)}
     # the answer states facts with their citations; it never narrates its passages nor quotes them at length
     reply = whole_answer(await aask(prompt, ctx.llm_options(), parse=statements, **fallback, **call))
+    reply = await restated(reply, [d.answer for d in pairs], prompt, call, ctx.llm_options())
     text, sources = reply.value, [p.full_text for p in passages]
     if copied := copied_runs(text, sources, COPY_LIMIT):
         again = await rephrased(reply, copied, sources, prompt, call, ctx.llm_options())

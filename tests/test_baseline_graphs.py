@@ -266,3 +266,29 @@ def test_an_answer_written_as_a_list_reads_as_sentences_without_its_source_talk(
     name, _ = scripted({"rag_extract": EXTRACT, "rag_generate": listed_reply})
     result = agent.run(QUESTION, llm=name, collection=collection)
     assert result.answer == "The world premiere was on 4 November 2001. US cinemas showed it from 16 November 2001"
+
+
+LOST = (
+    "Answer: The film came out more than once. This passage clearly shows it premiered on 4 November 2001, "
+    "a date the passages confirm. It reached US cinemas on 16 November 2001."
+)
+
+
+def test_an_answer_whose_dropped_source_talk_carried_an_answer_is_restated(collection, scripted):
+    restated = "Answer: It premiered on 4 November 2001 and reached US cinemas on 16 November 2001."
+    name, model = scripted({"rag_extract": EXTRACT, "rag_generate": LOST, "rag_restate": restated})
+    result = agent.run(QUESTION, llm=name, collection=collection)
+    assert model.prompts() == ["rag_extract", "rag_generate", "rag_restate"]
+    restate = model.calls[2]
+    assert restate.messages[-2].content == LOST and "- 4 November 2001" in restate.user
+    assert "16 November 2001" not in restate.user  # still stated: not asked for
+    assert result.answer == restated.removeprefix("Answer: ")
+
+
+def test_a_restated_answer_must_state_what_was_lost_else_the_first_stays(collection, scripted):
+    name, model = scripted(
+        {"rag_extract": EXTRACT, "rag_generate": LOST, "rag_restate": "Answer: It came out in 2001."}
+    )
+    result = agent.run(QUESTION, llm=name, collection=collection)
+    assert model.prompts().count("rag_restate") == 3  # the run's 2 retries
+    assert result.answer == "The film came out more than once. It reached US cinemas on 16 November 2001."

@@ -257,3 +257,14 @@ def test_an_answer_that_quotes_a_passage_at_length_is_rephrased_with_its_citatio
     assert model.calls[-1].messages[-2].content == quoted  # the same conversation: its prefix is cached
     assert "«it was released in cinemas in united states and united kingdom" in model.calls[-1].user
     assert re.fullmatch(r"Cinemas in the US and the UK showed it from 16 November 2001 \[\d\]\.", result.answer)
+
+
+def test_an_answer_whose_dropped_source_talk_carried_an_answer_is_restated(collection, scripted):
+    lost = "Answer: It premiered once. As seen in passage [1], where it premiered in London, the date was 4 November 2001 [1]."
+    restated = "Answer: It premiered in London on 4 November 2001 [1]."
+    script = {"verdict_relax": RELAXED, "verdict_execute": executes({"hp-premiere": PREMIERE}),
+              "verdict_answer": lost, "rag_restate": restated}  # fmt: skip
+    name, model = scripted(script)
+    result = agent.run(QUESTION, method="verdict", llm=name, collection=collection, top_k=6)
+    assert model.prompts()[-2:] == ["verdict_answer", "rag_restate"]
+    assert re.fullmatch(r"It premiered in London on 4 November 2001 \[\d\]\.", result.answer)

@@ -147,9 +147,9 @@ def parse_long_answer(text: str) -> str:
     return answer
 
 
-# a sentence ends at . ! or ? (then an optional closing quote or bracket and a citation like [3]) before a space or the
-# end; not after an initial ("J. K.") or a common abbreviation ("St. Louis", "U.S. Open")
-_SENTENCE_END = re.compile(r"""[.!?]["'”’)\]]*(?:\s*\[\d+\])*(?=\s|$)""")
+# a sentence ends at . ! or ? (then an optional closing quote or bracket, a closing quote set apart by a space, and a
+# citation like [3]) before a space or the end; not after an initial ("J. K.") or a common abbreviation ("St. Louis")
+_SENTENCE_END = re.compile(r"""[.!?]["'”’)\]]*(?:\s+["”](?=\s|$))?(?:\s*\[\d+\])*(?=\s|$)""")
 _NOT_AN_END = re.compile(r"(?:\b[A-Z]|\b(?:Mr|Mrs|Ms|Dr|St|Jr|Sr|vs|No|Mt|Ft|U\.S|U\.K|Inc|Co|Ltd))\.$")
 
 

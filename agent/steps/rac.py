@@ -169,10 +169,36 @@ async def generate(
         if not pairs:
             raise OutputError(f"prompt 'rag_generate': no usable answer; last: {reply.text[:200]!r}")
         return reply.with_value(listed(pairs))
-    reply = whole_answer(reply)
+    reply = await restated(whole_answer(reply), [p.answer for p in pairs], "rag_generate", call, options)
     sources = [p.full_text for p in passages]
     copied = copied_runs(reply.value, sources, COPY_LIMIT)
     return await unquoted(reply, copied, sources, call, pairs, options, book) if copied else reply
+
+
+async def restated(
+    reply: Reply[str], answers: list[str], prompt: str, call: dict[str, Any], options: LLMOptions
+) -> Reply[str]:
+    """``reply`` (to ``prompt`` with ``call``, parsed by ``statements``) if it still states every one of ``answers``
+    it gave. Else the sentences dropped for talking about the sources carried those answers ("This passage clearly
+    indicates that Conry practiced law in Boston" once the lead-in is not one ``unnarrated`` knows): the answer is
+    asked for again in the same conversation (``rag_restate``; its prefix is cached), with the run's retries, and
+    kept only if it states them all; else ``reply`` stays."""
+    lost = [a for a in dict.fromkeys(answers) if contains_answer(reply.text, a) and not contains_answer(reply.value, a)]
+    if not lost:
+        return reply
+
+    def stating(text: str) -> str:
+        answer = statements(text)
+        if missing := [a for a in lost if not contains_answer(answer, a)]:
+            raise ParseError(f"the answer leaves out {missing[0]!r}")
+        return answer
+
+    conversation = [*render(prompt, **call), AIMessage(content=reply.text)]
+    listing = "\n".join(f"- {a}" for a in lost)
+    again = await aask("rag_restate", options, parse=stating, fallback="", history=conversation, answers=listing)
+    chosen = whole_answer(again) if again.value else reply
+    usage, attempts = reply.usage + again.usage, reply.attempts + again.attempts
+    return Reply(chosen.value, chosen.text, usage, attempts, chosen.parsed, chosen.truncated)
 
 
 async def unquoted(
