@@ -162,7 +162,7 @@ async def answer(state: VerdictState, runtime: Runtime[VerdictContext]) -> dict:
     reply = await restated(reply, [d.answer for d in pairs], prompt, call, ctx.llm_options())
     text, sources = reply.value, [p.full_text for p in passages]
     if copied := copied_runs(text, sources, COPY_LIMIT):
-        again = await rephrased(reply, copied, sources, prompt, call, ctx.llm_options())
+        again = await rephrased(reply, copied, sources, [d.answer for d in pairs], prompt, call, ctx.llm_options())
         text = whole_answer(again).value if again.value else text
     missing = [f"{d.question} {d.answer}." for d, c in zip(shown, cite) if c not in text]
     answer = " ".join([text, *missing]) if ctx.append_uncited else text

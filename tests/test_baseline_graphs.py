@@ -292,3 +292,13 @@ def test_a_restated_answer_must_state_what_was_lost_else_the_first_stays(collect
     result = agent.run(QUESTION, llm=name, collection=collection)
     assert model.prompts().count("rag_restate") == 3  # the run's 2 retries
     assert result.answer == "The film came out more than once. It reached US cinemas on 16 November 2001."
+
+
+def test_a_rephrasing_that_drops_an_answer_the_first_stated_is_refused(collection, scripted):
+    from_pairs = "Answer: The film had its premiere on 4 November 2001; US cinemas showed it from 16 November 2001."
+    script = {"rag_extract": EXTRACT, "rag_generate": COPIED, "rag_rephrase": "Answer: US cinemas showed it later.",
+              "rag_generate_pairs": from_pairs}  # fmt: skip
+    name, model = scripted(script)
+    result = agent.run(QUESTION, llm=name, collection=collection)
+    assert model.prompts() == ["rag_extract", "rag_generate", *["rag_rephrase"] * 3, "rag_generate_pairs"]
+    assert result.answer == from_pairs.removeprefix("Answer: ")

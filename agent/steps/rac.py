@@ -214,7 +214,7 @@ async def unquoted(
     ``rephrased``; failing that, the pairs are written out as sentences (``rag_generate_pairs``: the casebook, cached,
     and no passages to copy; every short answer of up to 8 words must appear and at least one pair must be stated),
     else listed; that is kept if it copies less than the first answer, which otherwise stays."""
-    again = await rephrased(reply, copied, sources, "rag_generate", call, options)
+    again = await rephrased(reply, copied, sources, [p.answer for p in pairs], "rag_generate", call, options)
     usage, attempts = reply.usage + again.usage, reply.attempts + again.attempts
     if again.value or not pairs:
         chosen = whole_answer(again) if again.value else reply
@@ -241,16 +241,26 @@ async def unquoted(
 
 
 async def rephrased(
-    reply: Reply[str], copied: list[str], sources: list[str], prompt: str, call: dict[str, Any], options: LLMOptions
+    reply: Reply[str],
+    copied: list[str],
+    sources: list[str],
+    answers: list[str],
+    prompt: str,
+    call: dict[str, Any],
+    options: LLMOptions,
 ) -> Reply[str]:
     """The rephrasing of ``reply`` (to ``prompt`` with ``call``), which copies the ``copied`` stretches of
     ``sources``: asked in the same conversation (``rag_rephrase``; its prefix is cached), told which stretches it
-    copied, with the run's retries; its value is '' unless a rephrasing copies fewer than ``COPY_LIMIT`` words."""
+    copied, with the run's retries; its value is '' unless a rephrasing copies fewer than ``COPY_LIMIT`` words and
+    still states each of ``answers`` (the pairs' short answers) that ``reply`` stated."""
+    kept = [a for a in dict.fromkeys(answers) if contains_answer(reply.value, a)]
 
     def unquoted_statements(text: str) -> str:
         answer = statements(text)
         if longest_copied_run(answer, sources) >= COPY_LIMIT:
             raise ParseError("the rephrased answer still copies a passage")
+        if missing := [a for a in kept if not contains_answer(answer, a)]:
+            raise ParseError(f"the rephrased answer leaves out {missing[0]!r}")
         return answer
 
     conversation = [*render(prompt, **call), AIMessage(content=reply.text)]
