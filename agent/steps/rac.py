@@ -182,14 +182,16 @@ async def restated(
     it gave. Else the sentences dropped for talking about the sources carried those answers ("This passage clearly
     indicates that Conry practiced law in Boston" once the lead-in is not one ``unnarrated`` knows): the answer is
     asked for again in the same conversation (``rag_restate``; its prefix is cached), with the run's retries, and
-    kept only if it states them all; else ``reply`` stays."""
+    kept only if it states every answer the first reply gave, lost or kept; else ``reply`` stays."""
     lost = [a for a in dict.fromkeys(answers) if contains_answer(reply.text, a) and not contains_answer(reply.value, a)]
     if not lost:
         return reply
 
+    stated = [a for a in dict.fromkeys(answers) if contains_answer(reply.text, a)]  # the lost ones and the kept ones
+
     def stating(text: str) -> str:
         answer = statements(text)
-        if missing := [a for a in lost if not contains_answer(answer, a)]:
+        if missing := [a for a in stated if not contains_answer(answer, a)]:
             raise ParseError(f"the answer leaves out {missing[0]!r}")
         return answer
 
