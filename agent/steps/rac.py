@@ -183,11 +183,10 @@ async def restated(
     indicates that Conry practiced law in Boston" once the lead-in is not one ``unnarrated`` knows): the answer is
     asked for again in the same conversation (``rag_restate``; its prefix is cached), with the run's retries, and
     kept only if it states every answer the first reply gave, lost or kept; else ``reply`` stays."""
-    lost = [a for a in dict.fromkeys(answers) if contains_answer(reply.text, a) and not contains_answer(reply.value, a)]
+    stated = [a for a in dict.fromkeys(answers) if contains_answer(reply.text, a)]  # the lost ones and the kept ones
+    lost = [a for a in stated if not contains_answer(reply.value, a)]
     if not lost:
         return reply
-
-    stated = [a for a in dict.fromkeys(answers) if contains_answer(reply.text, a)]  # the lost ones and the kept ones
 
     def stating(text: str) -> str:
         answer = statements(text)
