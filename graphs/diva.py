@@ -80,6 +80,10 @@ class DivaContext(RunContext):
     verify_max_tokens: int = Field(
         default=24, ge=4, le=300, description="reply tokens of a Yes/No verification (App. A.4.2: 3 on average)"
     )
+    complete_readings: bool = Field(
+        default=False,
+        description="ask again, once, for an answer that leaves out a pair's short answer (on in ToC; unmeasured here)",
+    )
 
 
 class ScoredPassage(BaseModel):
@@ -263,7 +267,9 @@ async def rag_generate(state: DivaState, runtime: Runtime[DivaContext]) -> dict:
     question, passages, options = state["question"], state["passages"], ctx.llm_options()
     book, extracted = await casebook(state, ctx), state.get("short_extract_reply")
     history = rac.short_extract_transcript(question, passages, options, book, extracted) if extracted else None
-    reply = await rac.generate(question, state["disambiguations"], passages, options, book, history)  # Eq. 2
+    reply = await rac.generate(
+        question, state["disambiguations"], passages, options, book, history, complete=ctx.complete_readings
+    )  # Eq. 2
     return {"answer": reply.value}
 
 

@@ -30,6 +30,10 @@ class RagContext(RunContext):
         default="long",
         description="long: DQ/DA pairs, then a long answer (ASQA); short: a reasoned short answer (multi-hop baseline)",
     )
+    complete_readings: bool = Field(
+        default=False,
+        description="ask again, once, for an answer that leaves out a pair's short answer (on in ToC; unmeasured here)",
+    )
 
 
 def retrieve(state: AnswerState, runtime: Runtime[RagContext]) -> dict:
@@ -64,7 +68,10 @@ def answer_style(state: AnswerState, runtime: Runtime[RagContext]) -> Literal["r
 async def rag_generate(state: AnswerState, runtime: Runtime[RagContext]) -> dict:
     ctx = context_of(runtime, RagContext)
     book = await ctx.acasebook(state["question"])  # the same examples and passages as rag_extract: a cached prefix
-    reply = await generate(state["question"], state["disambiguations"], state["passages"], ctx.llm_options(), book)
+    reply = await generate(
+        state["question"], state["disambiguations"], state["passages"], ctx.llm_options(), book,
+        complete=ctx.complete_readings,
+    )  # fmt: skip
     return {"answer": reply.value}
 
 

@@ -56,9 +56,14 @@ class TocContext(RunContext):
     max_failures: int = Field(
         default=3, ge=1, le=10, description="stop after this many failed expansions in a row (Sec. 5)"
     )
-    max_expansions: int = Field(default=15, ge=1, le=100, description="hard cap on expansions per question")
+    max_expansions: int = Field(
+        default=4, ge=1, le=100, description="hard cap on expansions per question (paper and official code: 15)"
+    )
     max_restarts: int = Field(
-        default=3, ge=0, le=10, description="re-expansions of the root and valid nodes once the queue is spent"
+        default=0,
+        ge=0,
+        le=10,
+        description="re-expansions of the root and valid nodes once the queue is spent (official code: 3)",
     )
     deduplicate: bool = Field(default=True, description="drop near-duplicate children (no LLM call; Table 3)")
     prune: bool = Field(default=False, description="self-verify child nodes (off: DIVA re-ran ToC without it)")
@@ -77,6 +82,10 @@ class TocContext(RunContext):
     answer_pairs: int = Field(default=10, ge=1, le=50, description="DQ/DA pairs in the answer prompt (App. A.3: 10)")
     answer_passages: int = Field(
         default=5, ge=1, le=20, description="passages in the answer prompt, answer-containing first"
+    )
+    complete_readings: bool = Field(
+        default=True,
+        description="ask again, once, for an answer that leaves out a pair's short answer (docs/evaluation.md)",
     )
 
 
@@ -365,8 +374,9 @@ async def generate(state: TocState, runtime: Runtime[TocContext]) -> dict:
     nodes = [n for n in tree[1:] if not n.pruned][: ctx.answer_pairs]
     pairs = [Disambiguation(question=n.question, answer=n.answer, passage_ids=n.passage_ids) for n in nodes]
     passages = answer_passages(nodes, state["pool"], ctx.answer_passages)
+    book = await ctx.acasebook(state["question"])
     reply = await rac.generate(
-        state["question"], pairs, passages, ctx.llm_options(), await ctx.acasebook(state["question"])
+        state["question"], pairs, passages, ctx.llm_options(), book, complete=ctx.complete_readings
     )
     return {
         "tree": tree,

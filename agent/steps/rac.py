@@ -85,6 +85,7 @@ async def extract_with_examples(
 SHORT_ANSWER_WORDS = 20
 """A DA of more words is a sentence or a whole passage, not the short answer I_e asks for (ASQA's short answers have
 a few words); an answer written from it copies that passage (docs/answers.md)."""
+SHORT_PAIR_WORDS = 8  # a pair answer of up to this many words must appear in the long answer word for word
 
 
 async def _short_answers(
@@ -156,10 +157,12 @@ async def generate(
     options: LLMOptions,
     book: str,
     history: list[BaseMessage] | None = None,
+    complete: bool = False,
 ) -> Reply[str]:
     """I_g: the long-form answer, after the shared casebook + passages, or continuing ``history`` (which holds
     them). The answer states facts: sentences that talk about the sources ("the passage retrieved for the question
-    states ...") are dropped, a reply with nothing else is asked for again, and an answer that copies
+    states ...") are dropped, a reply with nothing else is asked for again, with ``complete`` an answer that leaves
+    out a pair's short answer is asked for again (``completed``), and an answer that copies
     ``COPY_LIMIT`` or more consecutive words of a passage is rewritten (``unquoted``). If no usable text comes back,
     the answer lists the pairs; without pairs that is an ``OutputError`` (an unusable reply is never the answer)."""
     call: dict[str, Any] = {"question": question, "disambiguations": render_pairs(pairs)}
@@ -170,6 +173,8 @@ async def generate(
             raise OutputError(f"prompt 'rag_generate': no usable answer; last: {reply.text[:200]!r}")
         return reply.with_value(listed(pairs))
     reply = await restated(whole_answer(reply), [p.answer for p in pairs], "rag_generate", call, options)
+    if complete:
+        reply = await completed(reply, pairs, "rag_generate", call, options)
     sources = [p.full_text for p in passages]
     copied = copied_runs(reply.value, sources, COPY_LIMIT)
     return await unquoted(reply, copied, sources, call, pairs, options, book) if copied else reply
@@ -202,6 +207,38 @@ async def restated(
     return Reply(chosen.value, chosen.text, usage, attempts, chosen.parsed, chosen.truncated)
 
 
+async def completed(
+    reply: Reply[str], pairs: list[Disambiguation], prompt: str, call: dict[str, Any], options: LLMOptions
+) -> Reply[str]:
+    """``reply`` (to ``prompt`` with ``call``, parsed by ``statements``) if it states the short answer (up to
+    ``SHORT_PAIR_WORDS`` words) of every pair. Else the small model kept one reading of several (ToC's tree hands it
+    up to ten): the answer is asked for again in the same conversation (``rag_complete``; its prefix is cached), naming
+    the readings it left out, with the run's retries, and kept only if it still states every answer ``reply`` stated
+    and adds at least one left-out one; else ``reply`` stays."""
+    short = {
+        normalize_answer(p.answer): p for p in pairs if 0 < len(normalize_answer(p.answer).split()) <= SHORT_PAIR_WORDS
+    }
+    stated = [p.answer for p in short.values() if contains_answer(reply.value, p.answer)]
+    missing = [p for p in short.values() if not contains_answer(reply.value, p.answer)]
+    if not missing:
+        return reply
+
+    def fuller(text: str) -> str:
+        answer = statements(text)
+        if dropped := [a for a in stated if not contains_answer(answer, a)]:
+            raise ParseError(f"the answer drops {dropped[0]!r}")
+        if not any(contains_answer(answer, p.answer) for p in missing):
+            raise ParseError("the answer still leaves out every reading it was given")
+        return answer
+
+    conversation = [*render(prompt, **call), AIMessage(content=reply.text)]
+    listing = "\n".join(f"- {p.question} {p.answer}" for p in missing)
+    again = await aask("rag_complete", options, parse=fuller, fallback="", history=conversation, readings=listing)
+    chosen = whole_answer(again) if again.value else reply
+    usage, attempts = reply.usage + again.usage, reply.attempts + again.attempts
+    return Reply(chosen.value, chosen.text, usage, attempts, chosen.parsed, chosen.truncated)
+
+
 async def unquoted(
     reply: Reply[str],
     copied: list[str],
@@ -213,7 +250,7 @@ async def unquoted(
 ) -> Reply[str]:
     """An answer that quotes a passage (``copied``: its stretches of ``COPY_LIMIT`` or more words), rewritten: first
     ``rephrased``; failing that, the pairs are written out as sentences (``rag_generate_pairs``: the casebook, cached,
-    and no passages to copy; every short answer of up to 8 words must appear and at least one pair must be stated),
+    and no passages to copy; every short answer of up to ``SHORT_PAIR_WORDS`` words must appear and at least one pair must be stated),
     else listed; that is kept if it copies less than the first answer, which otherwise stays."""
     again = await rephrased(reply, copied, sources, [p.answer for p in pairs], "rag_generate", call, options)
     usage, attempts = reply.usage + again.usage, reply.attempts + again.attempts
@@ -223,7 +260,7 @@ async def unquoted(
 
     def stated(text: str) -> str:  # every short answer word for word (a sentence-long one may be put shorter)
         answer = statements(text)
-        wanted = [p.answer for p in pairs if 0 < len(normalize_answer(p.answer).split()) <= 8]
+        wanted = [p.answer for p in pairs if 0 < len(normalize_answer(p.answer).split()) <= SHORT_PAIR_WORDS]
         missing = [a for a in wanted if not contains_answer(answer, a)]
         if missing:
             raise ParseError(f"the answer leaves out {missing[0]!r}")
