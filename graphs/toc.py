@@ -85,7 +85,7 @@ class TocContext(RunContext):
     )
     complete_readings: bool = Field(
         default=True,
-        description="ask again, once, for an answer that leaves out a pair's short answer (docs/evaluation.md)",
+        description="add sentences for the pairs whose short answer the answer leaves out (docs/evaluation.md)",
     )
 
 

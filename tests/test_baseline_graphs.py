@@ -306,30 +306,28 @@ def test_a_rephrasing_that_drops_an_answer_the_first_stated_is_refused(collectio
 ONE_READING = "Answer: The film premiered in London on 4 November 2001."
 
 
-def test_an_answer_that_leaves_out_a_reading_is_completed_with_it(collection, scripted):
-    both = "Answer: It premiered in London on 4 November 2001 and reached US cinemas on 16 November 2001."
-    name, model = scripted({"rag_extract": EXTRACT, "rag_generate": ONE_READING, "rag_complete": both})
+def test_an_answer_that_leaves_out_a_reading_gets_a_sentence_for_it(collection, scripted):
+    sentence = "Answer: US cinemas showed it from 16 November 2001."
+    name, model = scripted({"rag_extract": EXTRACT, "rag_generate": ONE_READING, "rag_generate_pairs": sentence})
     result = agent.run(QUESTION, llm=name, collection=collection, complete_readings=True)
-    assert model.prompts() == ["rag_extract", "rag_generate", "rag_complete"]
-    complete = model.calls[2]
-    assert complete.messages[-2].content == ONE_READING  # the same conversation: its prefix is cached
-    assert "- When was it released in US cinemas? 16 November 2001" in complete.user
-    assert "4 November 2001" not in complete.user  # stated already: not asked for
-    assert result.answer == both.removeprefix("Answer: ")
+    assert model.prompts() == ["rag_extract", "rag_generate", "rag_generate_pairs"]
+    written = model.calls[2]
+    assert "When was it released in US cinemas?" in written.user and "16 November 2001" in written.user
+    assert "world premiere" not in written.user and PASSAGES_HEADING not in written.system  # no passages to copy
+    assert (
+        result.answer == "The film premiered in London on 4 November 2001. US cinemas showed it from 16 November 2001."
+    )
 
 
-def test_a_completion_that_drops_a_stated_answer_or_adds_none_is_refused(collection, scripted):
-    swapped = "Answer: It reached US cinemas on 16 November 2001."  # adds the left-out one, drops the stated one
-    name, model = scripted({"rag_extract": EXTRACT, "rag_generate": ONE_READING, "rag_complete": swapped})
+def test_sentences_that_state_none_of_the_left_out_readings_are_not_added(collection, scripted):
+    script = {"rag_extract": EXTRACT, "rag_generate": ONE_READING, "rag_generate_pairs": "Answer: It came out in 2001."}
+    name, model = scripted(script)
     result = agent.run(QUESTION, llm=name, collection=collection, complete_readings=True)
     assert result.answer == ONE_READING.removeprefix("Answer: ")
-    assert model.prompts().count("rag_complete") == 3  # the run's 2 retries
-    name, _ = scripted({"rag_extract": EXTRACT, "rag_generate": ONE_READING, "rag_complete": ONE_READING})
-    result = agent.run(QUESTION, llm=name, collection=collection, complete_readings=True)
-    assert result.answer == ONE_READING.removeprefix("Answer: ")
+    assert model.prompts().count("rag_generate_pairs") == 3  # the run's 2 retries
 
 
 def test_rag_leaves_an_answer_that_skips_a_reading_as_it_is_by_default(collection, scripted):
     name, model = scripted({"rag_extract": EXTRACT, "rag_generate": ONE_READING})
     assert agent.run(QUESTION, llm=name, collection=collection).answer == ONE_READING.removeprefix("Answer: ")
-    assert "rag_complete" not in model.prompts()
+    assert model.prompts() == ["rag_extract", "rag_generate"]

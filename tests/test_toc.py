@@ -120,15 +120,15 @@ def test_by_default_the_tree_makes_at_most_four_expansions_and_never_restarts(ho
     assert result.extra["expansions"] == 3 and model.prompts().count("rag_extract") == 3
 
 
-def test_by_default_an_answer_that_leaves_out_a_reading_is_completed(hockey, scripted):
-    full = "Answer: Canada won the 2014 tournament and Olympic Athletes from Russia won the 2018 one."
+def test_by_default_the_readings_an_answer_leaves_out_are_added_as_sentences(hockey, scripted):
+    sentence = "Answer: Olympic Athletes from Russia won the 2018 tournament."
     script = {"rag_extract": by_question({AQ: pairs(DQ["A"], DQ["C"])}), "rag_generate": "Answer: Canada won in 2014.",
-              "rag_complete": full}  # fmt: skip
+              "rag_generate_pairs": sentence}  # fmt: skip
     name, model = scripted(script)
     result = agent.run(AQ, method="toc", llm=name, collection=hockey, retries=0)
-    assert model.prompts()[-2:] == ["rag_generate", "rag_complete"]
-    assert f"- {DQ['C'][0]} {DQ['C'][1]}" in model.calls[-1].user
-    assert result.answer == full.removeprefix("Answer: ")
+    assert model.prompts()[-2:] == ["rag_generate", "rag_generate_pairs"]
+    assert DQ["C"][0] in model.calls[-1].user and DQ["A"][0] not in model.calls[-1].user
+    assert result.answer == "Canada won in 2014. Olympic Athletes from Russia won the 2018 tournament."
 
 
 def test_a_model_that_finds_no_new_dqs_stops_after_three_failed_expansions(hockey, scripted):

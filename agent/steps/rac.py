@@ -161,8 +161,8 @@ async def generate(
 ) -> Reply[str]:
     """I_g: the long-form answer, after the shared casebook + passages, or continuing ``history`` (which holds
     them). The answer states facts: sentences that talk about the sources ("the passage retrieved for the question
-    states ...") are dropped, a reply with nothing else is asked for again, with ``complete`` an answer that leaves
-    out a pair's short answer is asked for again (``completed``), and an answer that copies
+    states ...") are dropped, a reply with nothing else is asked for again, with ``complete`` the readings an
+    answer leaves out are added as sentences (``completed``), and an answer that copies
     ``COPY_LIMIT`` or more consecutive words of a passage is rewritten (``unquoted``). If no usable text comes back,
     the answer lists the pairs; without pairs that is an ``OutputError`` (an unusable reply is never the answer)."""
     call: dict[str, Any] = {"question": question, "disambiguations": render_pairs(pairs)}
@@ -174,7 +174,7 @@ async def generate(
         return reply.with_value(listed(pairs))
     reply = await restated(whole_answer(reply), [p.answer for p in pairs], "rag_generate", call, options)
     if complete:
-        reply = await completed(reply, pairs, "rag_generate", call, options)
+        reply = await completed(reply, pairs, book, question, options)
     sources = [p.full_text for p in passages]
     copied = copied_runs(reply.value, sources, COPY_LIMIT)
     return await unquoted(reply, copied, sources, call, pairs, options, book) if copied else reply
@@ -208,35 +208,35 @@ async def restated(
 
 
 async def completed(
-    reply: Reply[str], pairs: list[Disambiguation], prompt: str, call: dict[str, Any], options: LLMOptions
+    reply: Reply[str], pairs: list[Disambiguation], book: str, question: str, options: LLMOptions
 ) -> Reply[str]:
-    """``reply`` (to ``prompt`` with ``call``, parsed by ``statements``) if it states the short answer (up to
-    ``SHORT_PAIR_WORDS`` words) of every pair. Else the small model kept one reading of several (ToC's tree hands it
-    up to ten): the answer is asked for again in the same conversation (``rag_complete``; its prefix is cached), naming
-    the readings it left out, with the run's retries, and kept only if it still states every answer ``reply`` stated
-    and adds at least one left-out one; else ``reply`` stays."""
+    """``reply`` if it states the short answer (up to ``SHORT_PAIR_WORDS`` words) of every pair. Else the small model
+    kept one reading of several (ToC's tree hands it up to ten), and asked again for the answer it repeats it; the
+    readings it left out are written as sentences instead (``rag_generate_pairs`` over those pairs alone: the
+    casebook, cached, and no passages to copy), with the run's retries, and appended if they state at least one of
+    their answers; else ``reply`` stays."""
     short = {
         normalize_answer(p.answer): p for p in pairs if 0 < len(normalize_answer(p.answer).split()) <= SHORT_PAIR_WORDS
     }
-    stated = [p.answer for p in short.values() if contains_answer(reply.value, p.answer)]
     missing = [p for p in short.values() if not contains_answer(reply.value, p.answer)]
     if not missing:
         return reply
 
-    def fuller(text: str) -> str:
-        answer = statements(text)
-        if dropped := [a for a in stated if not contains_answer(answer, a)]:
-            raise ParseError(f"the answer drops {dropped[0]!r}")
-        if not any(contains_answer(answer, p.answer) for p in missing):
-            raise ParseError("the answer still leaves out every reading it was given")
-        return answer
+    def stating_one(text: str) -> str:
+        addition = statements(text)
+        if not any(contains_answer(addition, p.answer) for p in missing):
+            raise ParseError("the sentences state none of the readings left out")
+        return addition
 
-    conversation = [*render(prompt, **call), AIMessage(content=reply.text)]
-    listing = "\n".join(f"- {p.question} {p.answer}" for p in missing)
-    again = await aask("rag_complete", options, parse=fuller, fallback="", history=conversation, readings=listing)
-    chosen = whole_answer(again) if again.value else reply
-    usage, attempts = reply.usage + again.usage, reply.attempts + again.attempts
-    return Reply(chosen.value, chosen.text, usage, attempts, chosen.parsed, chosen.truncated)
+    more = await aask(
+        "rag_generate_pairs", options, parse=stating_one, fallback="", prefix=shared_prefix(book),
+        question=question, disambiguations=render_pairs(missing),
+    )  # fmt: skip
+    more = whole_answer(more) if more.value else more
+    value = f"{_ended(reply.value)} {more.value}" if more.value else reply.value
+    return Reply(
+        value, reply.text, reply.usage + more.usage, reply.attempts + more.attempts, reply.parsed, reply.truncated
+    )
 
 
 async def unquoted(
