@@ -82,7 +82,7 @@ class DivaContext(RunContext):
     )
     complete_readings: bool = Field(
         default=False,
-        description="add sentences for the pairs whose short answer the answer leaves out (on in ToC; unmeasured here)",
+        description="add sentences for the pairs whose short answer the answer leaves out (on in ToC; unmeasured in DIVA)",
     )
 
 

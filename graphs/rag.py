@@ -32,7 +32,7 @@ class RagContext(RunContext):
     )
     complete_readings: bool = Field(
         default=False,
-        description="add sentences for the pairs whose short answer the answer leaves out (on in ToC; unmeasured here)",
+        description="add sentences for the pairs whose short answer the answer leaves out (on in ToC; off here: docs/evaluation.md)",
     )
 
 

@@ -9,7 +9,7 @@ children in BFS order and checks termination: ``max_nodes`` nodes (near-duplicat
 code adds counts; verification-pruned ones do not), 3 failed expansions in a row, or the expansion cap. When the queue
 is spent (max depth reached, or every expansion failed) the root and the valid nodes are expanded again on passages
 they have not read, up to ``max_restarts`` times, as the official code restarts. ``generate`` answers from up to
-``answer_pairs`` distinct pairs and 5 passages.
+``answer_pairs`` distinct pairs and 5 passages, and adds the readings its answer left out (``complete_readings``).
 
 Self-verification asks whether the child's answer could answer the *root* AQ given the best answer-containing
 passage, as Sec. 3.2 and Tables 8-9 define it; the DQ itself is not shown. (The official code's verify path crashes:

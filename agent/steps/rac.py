@@ -211,8 +211,8 @@ async def completed(
     reply: Reply[str], pairs: list[Disambiguation], book: str, question: str, options: LLMOptions
 ) -> Reply[str]:
     """``reply`` if it states the short answer (up to ``SHORT_PAIR_WORDS`` words) of every pair. Else the small model
-    kept one reading of several (ToC's tree hands it up to ten), and asked again for the answer it repeats it; the
-    readings it left out are written as sentences instead (``rag_generate_pairs`` over those pairs alone: the
+    kept one reading of several (ToC's tree hands it up to ten); asked to write its answer again with the others, it
+    repeats it. So the readings left out are written as sentences (``rag_generate_pairs`` over those pairs alone: the
     casebook, cached, and no passages to copy), with the run's retries, and appended if they state at least one of
     their answers; else ``reply`` stays."""
     short = {
@@ -250,8 +250,8 @@ async def unquoted(
 ) -> Reply[str]:
     """An answer that quotes a passage (``copied``: its stretches of ``COPY_LIMIT`` or more words), rewritten: first
     ``rephrased``; failing that, the pairs are written out as sentences (``rag_generate_pairs``: the casebook, cached,
-    and no passages to copy; every short answer of up to ``SHORT_PAIR_WORDS`` words must appear and at least one pair must be stated),
-    else listed; that is kept if it copies less than the first answer, which otherwise stays."""
+    and no passages to copy; every short answer of up to ``SHORT_PAIR_WORDS`` words must appear and at least one pair
+    must be stated), else listed; that is kept if it copies less than the first answer, which otherwise stays."""
     again = await rephrased(reply, copied, sources, [p.answer for p in pairs], "rag_generate", call, options)
     usage, attempts = reply.usage + again.usage, reply.attempts + again.attempts
     if again.value or not pairs:
