@@ -27,7 +27,7 @@ COSTS = {  # what a call costs (docs/methods.md, ASQA dev, local model): helps a
     "closed_book": "1 LLM call, no retrieval; fastest, knows only what the model knows",
     "rag": "2 LLM calls over 5 retrieved passages",
     "diva": "about 6 LLM calls; best when the question clearly has several interpretations",
-    "toc": "about 5 LLM calls exploring a tree of interpretations",
+    "toc": "about 7 LLM calls exploring a tree of interpretations",
     "verdict": "about 22 LLM calls, one per retrieved passage; most thorough, slowest",
     "sunar": "a few calls per hop; for multi-hop questions, not ambiguity",
     "madam": "one call per document per round (up to 3 rounds) plus one per round to aggregate",
