@@ -88,6 +88,11 @@ a few words); an answer written from it copies that passage (docs/answers.md).""
 SHORT_PAIR_WORDS = 8  # a pair answer of up to this many words must appear in the long answer word for word
 
 
+def _short(answer: str) -> bool:
+    """A pair answer the long answer must state word for word (a sentence-long one may be put shorter)."""
+    return 0 < len(normalize_answer(answer).split()) <= SHORT_PAIR_WORDS
+
+
 async def _short_answers(
     reply: Reply[list[QAPair]], options: LLMOptions, history: list[BaseMessage]
 ) -> Reply[list[QAPair]]:
@@ -215,9 +220,7 @@ async def completed(
     repeats it. So the readings left out are written as sentences (``rag_generate_pairs`` over those pairs alone: the
     casebook, cached, and no passages to copy), with the run's retries, and appended if they state at least one of
     their answers; else ``reply`` stays."""
-    short = {
-        normalize_answer(p.answer): p for p in pairs if 0 < len(normalize_answer(p.answer).split()) <= SHORT_PAIR_WORDS
-    }
+    short = {normalize_answer(p.answer): p for p in pairs if _short(p.answer)}
     missing = [p for p in short.values() if not contains_answer(reply.value, p.answer)]
     if not missing:
         return reply
@@ -260,7 +263,7 @@ async def unquoted(
 
     def stated(text: str) -> str:  # every short answer word for word (a sentence-long one may be put shorter)
         answer = statements(text)
-        wanted = [p.answer for p in pairs if 0 < len(normalize_answer(p.answer).split()) <= SHORT_PAIR_WORDS]
+        wanted = [p.answer for p in pairs if _short(p.answer)]
         missing = [a for a in wanted if not contains_answer(answer, a)]
         if missing:
             raise ParseError(f"the answer leaves out {missing[0]!r}")
