@@ -7,6 +7,7 @@ import string
 import unicodedata
 from collections.abc import Sequence
 
+from agent.llm.parsing import sentences
 from agent.schemas import Passage, QAPair
 from agent.settings import get_settings
 
@@ -156,6 +157,17 @@ def longest_copied_run(text: str, sources: Sequence[str]) -> int:
     """The most consecutive words (normalised) that ``text`` shares with any one of ``sources``."""
     runs = copied_runs(text, sources)
     return len(runs[0].split()) if runs else 0
+
+
+def uncopied(text: str, sources: Sequence[str]) -> str:
+    """``text`` less the sentences that make it copy ``COPY_LIMIT`` or more consecutive words of one of ``sources``:
+    each sentence is kept, in order, while the text kept so far copies fewer; '' when every sentence copies. The last
+    resort of an answer whose rewrites still quote a passage."""
+    kept: list[str] = []
+    for sentence in sentences(text):
+        if longest_copied_run(" ".join([*kept, sentence]), sources) < COPY_LIMIT:
+            kept.append(sentence)
+    return " ".join(kept)
 
 
 def narrates(text: str, sources: Sequence[str]) -> bool:

@@ -24,7 +24,7 @@ from agent.steps import conflict
 from agent.steps.conflict import Conflict
 from agent.steps.consolidation import hdbscan_labels, representatives
 from agent.steps.rac import render_pairs, rephrased, restated, statements, whole_answer
-from agent.text import COPY_LIMIT, copied_runs, passage_text, render_passages
+from agent.text import COPY_LIMIT, copied_runs, passage_text, render_passages, uncopied
 
 
 class VerdictContext(RunContext):
@@ -163,7 +163,7 @@ async def answer(state: VerdictState, runtime: Runtime[VerdictContext]) -> dict:
     text, sources = reply.value, [p.full_text for p in passages]
     if copied := copied_runs(text, sources, COPY_LIMIT):
         again = await rephrased(reply, copied, sources, [d.answer for d in pairs], prompt, call, ctx.llm_options())
-        text = whole_answer(again).value if again.value else text
+        text = whole_answer(again).value if again.value else (uncopied(text, sources) or text)
     missing = [f"{d.question} {d.answer}." for d, c in zip(shown, cite) if c not in text]
     answer = " ".join([text, *missing]) if ctx.append_uncited else text
     return {"answer": answer, "uncited": len(missing)}

@@ -211,6 +211,16 @@ def test_an_answer_from_the_pairs_that_copies_as_much_keeps_the_first_answer(col
     assert agent.run(QUESTION, llm=name, collection=collection).answer == COPIED.removeprefix("Answer: ")
 
 
+def test_an_answer_whose_rewrites_all_copy_keeps_only_its_sentences_that_do_not(collection, scripted):
+    first = "Answer: The film premiered in London on 4 November 2001. " + COPIED.removeprefix("Answer: ")
+    as_much = first + " Both dates hold."
+    script = {"rag_extract": EXTRACT, "rag_generate": first, "rag_rephrase": first, "rag_generate_pairs": as_much}
+    name, model = scripted(script)
+    result = agent.run(QUESTION, llm=name, collection=collection)
+    assert model.prompts() == ["rag_extract", "rag_generate", *["rag_rephrase"] * 3, "rag_generate_pairs"]
+    assert result.answer == "The film premiered in London on 4 November 2001."
+
+
 def test_an_answer_that_carries_on_in_the_dq_da_format_ends_before_it(collection, scripted):
     carried_on = GENERATE + " DA 1: 4 November 2001\nDQ 2: When was it released in US cinemas?"
     name, _ = scripted({"rag_extract": EXTRACT, "rag_generate": carried_on})

@@ -86,6 +86,20 @@ def test_narration_is_talk_about_sources_or_a_long_quote():
     assert not narrates("The first film came out in 2003, the ride in 1967.", [passage])
 
 
+def test_uncopied_drops_the_sentences_that_quote_a_source_and_keeps_the_rest_in_order():
+    from agent.text import COPY_LIMIT, longest_copied_run, uncopied
+
+    passage = "The franchise started with the theme park ride of the same name, which opened at Disneyland in 1967."
+    quote = "The franchise started with the theme park ride of the same name, which opened at Disneyland in 1967."
+    answer = f"The first film came out in 2003. {quote} The ride is older."
+    assert uncopied(answer, [passage]) == "The first film came out in 2003. The ride is older."
+    halves = "The franchise started with the theme park ride of the same name. Which opened at Disneyland in 1967."
+    kept = uncopied(halves, [passage])  # two sentences that quote only together: the second goes
+    assert kept == "The franchise started with the theme park ride of the same name."
+    assert longest_copied_run(kept, [passage]) < COPY_LIMIT
+    assert uncopied(quote, [passage]) == ""  # every sentence copies: the caller keeps what it had
+
+
 def test_a_demonstration_passage_cut_short_keeps_the_stretch_with_its_answer():
     from agent.schemas import Passage
     from agent.text import passage_text

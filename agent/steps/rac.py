@@ -35,6 +35,7 @@ from agent.text import (
     render_pairs,
     render_passages,
     supporting_ids,
+    uncopied,
     unnarrated,
 )
 
@@ -168,7 +169,8 @@ async def generate(
     them). The answer states facts: sentences that talk about the sources ("the passage retrieved for the question
     states ...") are dropped, a reply with nothing else is asked for again, with ``complete`` the readings an
     answer leaves out are added as sentences (``completed``), and an answer that copies
-    ``COPY_LIMIT`` or more consecutive words of a passage is rewritten (``unquoted``). If no usable text comes back,
+    ``COPY_LIMIT`` or more consecutive words of a passage is rewritten (``unquoted``); the sentences that still copy
+    are then dropped (``uncopied``) unless every one does. If no usable text comes back,
     the answer lists the pairs; without pairs that is an ``OutputError`` (an unusable reply is never the answer)."""
     call: dict[str, Any] = {"question": question, "disambiguations": render_pairs(pairs)}
     call |= {"history": history} if history else {"prefix": shared_prefix(book, passages)}
@@ -182,7 +184,10 @@ async def generate(
         reply = await completed(reply, pairs, book, question, options)
     sources = [p.full_text for p in passages]
     copied = copied_runs(reply.value, sources, COPY_LIMIT)
-    return await unquoted(reply, copied, sources, call, pairs, options, book) if copied else reply
+    if not copied:
+        return reply
+    reply = await unquoted(reply, copied, sources, call, pairs, options, book)
+    return reply.with_value(uncopied(reply.value, sources) or reply.value)
 
 
 async def restated(
