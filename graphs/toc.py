@@ -119,6 +119,7 @@ class TocOutput(AnswerOutput, total=False):
     tree: list[TreeNode]  # BFS order; the root holds the AQ
     stop_reason: str
     expansions: int
+    restored: int  # verification-pruned nodes that undo-pruning gave back to the answer
 
 
 class TocState(QuestionInput, TocOutput, total=False):
@@ -371,6 +372,7 @@ async def generate(state: TocState, runtime: Runtime[TocContext]) -> dict:
     passages, answer-containing first."""
     ctx = context_of(runtime, TocContext)
     tree = undo_pruning(state["tree"], ctx.min_nodes)
+    restored = sum(not n.pruned and n.pruned_by == "verification" for n in tree)
     nodes = [n for n in tree[1:] if not n.pruned][: ctx.answer_pairs]
     pairs = [Disambiguation(question=n.question, answer=n.answer, passage_ids=n.passage_ids) for n in nodes]
     passages = answer_passages(nodes, state["pool"], ctx.answer_passages)
@@ -380,6 +382,7 @@ async def generate(state: TocState, runtime: Runtime[TocContext]) -> dict:
     )
     return {
         "tree": tree,
+        "restored": restored,
         "answer": reply.value,
         "disambiguations": pairs,
         "passages": passages,

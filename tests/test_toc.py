@@ -244,6 +244,7 @@ def test_undo_pruning_restores_the_nodes_closest_to_the_root_when_too_few_surviv
         (6, 0, True, "duplicate"),
     ]
     assert [d.answer for d in result.disambiguations] == ["Canada", "Olympic Athletes from Russia"]
+    assert result.extra["restored"] == 1
     assert model.prompts().count("toc_verify") == 3  # duplicates are not verified again
 
 
@@ -252,6 +253,7 @@ def test_restoring_is_off_when_min_nodes_is_zero(hockey, scripted):
     name, _ = scripted({"rag_extract": by_question(replies), "toc_verify": "False", "rag_generate": GENERATE})
     result = run(name, hockey, prune=True, min_nodes=0)
     assert result.disambiguations == [] and all(n.pruned for n in result.extra["tree"][1:])
+    assert result.extra["restored"] == 0
 
 
 def test_the_verifier_sees_the_root_question_the_answer_and_the_best_passage_holding_it(hockey, scripted):
