@@ -159,15 +159,17 @@ def longest_copied_run(text: str, sources: Sequence[str]) -> int:
     return len(runs[0].split()) if runs else 0
 
 
-def uncopied(text: str, sources: Sequence[str]) -> str:
+def uncopied(text: str, sources: Sequence[str], answers: Sequence[str] = ()) -> str:
     """``text`` less the sentences that make it copy ``COPY_LIMIT`` or more consecutive words of one of ``sources``:
-    each sentence is kept, in order, while the text kept so far copies fewer; '' when every sentence copies. The last
-    resort of an answer whose rewrites still quote a passage."""
+    each sentence is kept, in order, while the text kept so far copies fewer. '' when every sentence copies, or when
+    what is left loses one of ``answers`` that ``text`` states (a reading outweighs a quote). The last resort of an
+    answer whose rewrites still quote a passage."""
     kept: list[str] = []
     for sentence in sentences(text):
         if longest_copied_run(" ".join([*kept, sentence]), sources) < COPY_LIMIT:
             kept.append(sentence)
-    return " ".join(kept)
+    left = " ".join(kept)
+    return "" if any(contains_answer(text, a) and not contains_answer(left, a) for a in answers) else left
 
 
 def narrates(text: str, sources: Sequence[str]) -> bool:

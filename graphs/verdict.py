@@ -159,11 +159,12 @@ async def answer(state: VerdictState, runtime: Runtime[VerdictContext]) -> dict:
     call = {**evidence, "question": state["question"], "disambiguations": render_pairs(shown)}
     # the answer states facts with their citations; it never narrates its passages nor quotes them at length
     reply = whole_answer(await aask(prompt, ctx.llm_options(), parse=statements, **fallback, **call))
-    reply = await restated(reply, [d.answer for d in pairs], prompt, call, ctx.llm_options())
+    answers = [d.answer for d in pairs]
+    reply = await restated(reply, answers, prompt, call, ctx.llm_options())
     text, sources = reply.value, [p.full_text for p in passages]
     if copied := copied_runs(text, sources, COPY_LIMIT):
-        again = await rephrased(reply, copied, sources, [d.answer for d in pairs], prompt, call, ctx.llm_options())
-        text = whole_answer(again).value if again.value else (uncopied(text, sources) or text)
+        again = await rephrased(reply, copied, sources, answers, prompt, call, ctx.llm_options())
+        text = whole_answer(again).value if again.value else (uncopied(text, sources, answers) or text)
     missing = [f"{d.question} {d.answer}." for d, c in zip(shown, cite) if c not in text]
     answer = " ".join([text, *missing]) if ctx.append_uncited else text
     return {"answer": answer, "uncited": len(missing)}

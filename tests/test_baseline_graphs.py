@@ -211,14 +211,21 @@ def test_an_answer_from_the_pairs_that_copies_as_much_keeps_the_first_answer(col
     assert agent.run(QUESTION, llm=name, collection=collection).answer == COPIED.removeprefix("Answer: ")
 
 
-def test_an_answer_whose_rewrites_all_copy_keeps_only_its_sentences_that_do_not(collection, scripted):
-    first = "Answer: The film premiered in London on 4 November 2001. " + COPIED.removeprefix("Answer: ")
-    as_much = first + " Both dates hold."
-    script = {"rag_extract": EXTRACT, "rag_generate": first, "rag_rephrase": first, "rag_generate_pairs": as_much}
+NOVEL = "The novel by J. K. Rowling was first published in the United Kingdom by Bloomsbury on 26 June 1997."
+
+
+def test_sentences_that_still_copy_after_every_rewrite_go_unless_they_hold_a_pair_answer(collection, scripted):
+    both = "The film premiered in London on 4 November 2001 and reached US cinemas on 16 November 2001."
+    first = f"Answer: {both} {NOVEL}"  # the second sentence quotes a passage and states no pair
+    script = {"rag_extract": EXTRACT, "rag_generate": first, "rag_rephrase": first, "rag_generate_pairs": first}
     name, model = scripted(script)
     result = agent.run(QUESTION, llm=name, collection=collection)
     assert model.prompts() == ["rag_extract", "rag_generate", *["rag_rephrase"] * 3, "rag_generate_pairs"]
-    assert result.answer == "The film premiered in London on 4 November 2001."
+    assert result.answer == both
+    quoting_a_pair = "Answer: The film premiered in London on 4 November 2001. " + COPIED.removeprefix("Answer: ")
+    script |= {"rag_generate": quoting_a_pair, "rag_rephrase": quoting_a_pair, "rag_generate_pairs": quoting_a_pair}
+    name, _ = scripted(script)
+    assert agent.run(QUESTION, llm=name, collection=collection).answer == quoting_a_pair.removeprefix("Answer: ")
 
 
 def test_an_answer_that_carries_on_in_the_dq_da_format_ends_before_it(collection, scripted):

@@ -98,6 +98,8 @@ def test_uncopied_drops_the_sentences_that_quote_a_source_and_keeps_the_rest_in_
     assert kept == "The franchise started with the theme park ride of the same name."
     assert longest_copied_run(kept, [passage]) < COPY_LIMIT
     assert uncopied(quote, [passage]) == ""  # every sentence copies: the caller keeps what it had
+    assert uncopied(answer, [passage], answers=["Disneyland"]) == ""  # it would lose a reading
+    assert uncopied(answer, [passage], answers=["2003"]) == "The first film came out in 2003. The ride is older."
 
 
 def test_a_demonstration_passage_cut_short_keeps_the_stretch_with_its_answer():

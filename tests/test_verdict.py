@@ -259,25 +259,24 @@ def test_an_answer_that_quotes_a_passage_at_length_is_rephrased_with_its_citatio
     assert re.fullmatch(r"Cinemas in the US and the UK showed it from 16 November 2001 \[\d\]\.", result.answer)
 
 
-def test_a_quote_that_every_rephrasing_keeps_is_dropped_and_its_pair_appended(collection, scripted):
+def test_a_quote_that_every_rephrasing_keeps_is_dropped_when_it_holds_no_pair_answer(collection, scripted):
     said: list[str] = []
 
-    def quoting(call) -> str:  # states both pairs with their citations; the second sentence quotes its passage
+    def quoting(call) -> str:  # states both pairs with their citations, then quotes the novel's passage
         premiere, us = (re.search(rf"{day} November 2001 \[\d+\]", call.user).group(0) for day in (4, 16))
         said.append(
-            f"Answer: It premiered in London on {premiere}. It was released in cinemas in the United States and the "
-            f"United Kingdom on {us}."
+            f"Answer: It premiered in London on {premiere} and reached US cinemas on {us}. The novel by J. K. Rowling "
+            "was first published in the United Kingdom by Bloomsbury on 26 June 1997."
         )
         return said[-1]
 
     script = {"verdict_relax": RELAXED, "verdict_execute": executes({"hp-premiere": PREMIERE, "hp-us": US}),
               "verdict_answer": quoting, "rag_rephrase": lambda call: said[0]}  # fmt: skip
     name, model = scripted(script)
-    result = agent.run(QUESTION, method="verdict", llm=name, collection=collection, top_k=6, append_uncited=True)
+    result = agent.run(QUESTION, method="verdict", llm=name, collection=collection, top_k=6)
     assert model.prompts().count("rag_rephrase") == 3
-    assert "released in cinemas in the United States and the United Kingdom" not in result.answer
-    assert re.match(r"It premiered in London on 4 November 2001 \[\d+\]\. \S", result.answer)
-    assert "16 November 2001 [" in result.answer and result.extra["uncited"] == 1  # the dropped sentence's pair
+    pattern = r"It premiered in London on 4 November 2001 \[\d+\] and reached US cinemas on 16 November 2001 \[\d+\]\."
+    assert re.fullmatch(pattern, result.answer) and result.extra["uncited"] == 0
 
 
 def test_an_answer_whose_dropped_source_talk_carried_an_answer_is_restated(collection, scripted):

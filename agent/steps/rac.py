@@ -170,7 +170,7 @@ async def generate(
     states ...") are dropped, a reply with nothing else is asked for again, with ``complete`` the readings an
     answer leaves out are added as sentences (``completed``), and an answer that copies
     ``COPY_LIMIT`` or more consecutive words of a passage is rewritten (``unquoted``); the sentences that still copy
-    are then dropped (``uncopied``) unless every one does. If no usable text comes back,
+    are then dropped (``uncopied``) unless every one does or a pair's short answer would go with them. If no usable text comes back,
     the answer lists the pairs; without pairs that is an ``OutputError`` (an unusable reply is never the answer)."""
     call: dict[str, Any] = {"question": question, "disambiguations": render_pairs(pairs)}
     call |= {"history": history} if history else {"prefix": shared_prefix(book, passages)}
@@ -187,7 +187,8 @@ async def generate(
     if not copied:
         return reply
     reply = await unquoted(reply, copied, sources, call, pairs, options, book)
-    return reply.with_value(uncopied(reply.value, sources) or reply.value)
+    shorts = [p.answer for p in pairs if _short(p.answer)]
+    return reply.with_value(uncopied(reply.value, sources, shorts) or reply.value)
 
 
 async def restated(
