@@ -217,13 +217,15 @@ NOVEL = "The novel by J. K. Rowling was first published in the United Kingdom by
 def test_sentences_that_still_copy_after_every_rewrite_go_unless_they_hold_a_pair_answer(collection, scripted):
     both = "The film premiered in London on 4 November 2001 and reached US cinemas on 16 November 2001."
     first = f"Answer: {both} {NOVEL}"  # the second sentence quotes a passage and states no pair
-    script = {"rag_extract": EXTRACT, "rag_generate": first, "rag_rephrase": first, "rag_generate_pairs": first}
+    vague = "Answer: The question is ambiguous because it does not say which release is meant."
+    script = {"rag_extract": EXTRACT, "rag_generate": first, "rag_rephrase": first, "rag_generate_pairs": vague}
     name, model = scripted(script)
     result = agent.run(QUESTION, llm=name, collection=collection)
-    assert model.prompts() == ["rag_extract", "rag_generate", *["rag_rephrase"] * 3, "rag_generate_pairs"]
-    assert result.answer == both
+    assert model.prompts() == ["rag_extract", "rag_generate", *["rag_rephrase"] * 3, *["rag_generate_pairs"] * 3]
+    assert result.answer == both  # before the pairs would be listed
     quoting_a_pair = "Answer: The film premiered in London on 4 November 2001. " + COPIED.removeprefix("Answer: ")
     script |= {"rag_generate": quoting_a_pair, "rag_rephrase": quoting_a_pair, "rag_generate_pairs": quoting_a_pair}
+    # written from the pairs, it copies as much: the first answer stays, whole, as its quote holds a pair's answer
     name, _ = scripted(script)
     assert agent.run(QUESTION, llm=name, collection=collection).answer == quoting_a_pair.removeprefix("Answer: ")
 

@@ -169,8 +169,7 @@ async def generate(
     them). The answer states facts: sentences that talk about the sources ("the passage retrieved for the question
     states ...") are dropped, a reply with nothing else is asked for again, with ``complete`` the readings an
     answer leaves out are added as sentences (``completed``), and an answer that copies
-    ``COPY_LIMIT`` or more consecutive words of a passage is rewritten (``unquoted``); the sentences that still copy
-    are then dropped (``uncopied``) unless every one does or a pair's short answer would go with them. If no usable text comes back,
+    ``COPY_LIMIT`` or more consecutive words of a passage is rewritten (``unquoted``). If no usable text comes back,
     the answer lists the pairs; without pairs that is an ``OutputError`` (an unusable reply is never the answer)."""
     call: dict[str, Any] = {"question": question, "disambiguations": render_pairs(pairs)}
     call |= {"history": history} if history else {"prefix": shared_prefix(book, passages)}
@@ -184,11 +183,7 @@ async def generate(
         reply = await completed(reply, pairs, book, question, options)
     sources = [p.full_text for p in passages]
     copied = copied_runs(reply.value, sources, COPY_LIMIT)
-    if not copied:
-        return reply
-    reply = await unquoted(reply, copied, sources, call, pairs, options, book)
-    shorts = [p.answer for p in pairs if _short(p.answer)]
-    return reply.with_value(uncopied(reply.value, sources, shorts) or reply.value)
+    return await unquoted(reply, copied, sources, call, pairs, options, book) if copied else reply
 
 
 async def restated(
@@ -260,17 +255,18 @@ async def unquoted(
     """An answer that quotes a passage (``copied``: its stretches of ``COPY_LIMIT`` or more words), rewritten: first
     ``rephrased``; failing that, the pairs are written out as sentences (``rag_generate_pairs``: the casebook, cached,
     and no passages to copy; every short answer of up to ``SHORT_PAIR_WORDS`` words must appear and at least one pair
-    must be stated), else listed; that is kept if it copies less than the first answer, which otherwise stays."""
+    must be stated), kept if it copies less than the first answer, which otherwise stays. What is kept then loses the
+    sentences that still copy (``uncopied``) unless every one does or a pair's short answer would go with them; only
+    where that leaves nothing and the pairs could not be written out are they listed, if the list copies less."""
     again = await rephrased(reply, copied, sources, [p.answer for p in pairs], "rag_generate", call, options)
     usage, attempts = reply.usage + again.usage, reply.attempts + again.attempts
     if again.value or not pairs:
-        chosen = whole_answer(again) if again.value else reply
+        chosen = whole_answer(again) if again.value else reply.with_value(uncopied(reply.value, sources) or reply.value)
         return Reply(chosen.value, chosen.text, usage, attempts, chosen.parsed, chosen.truncated)
 
     def stated(text: str) -> str:  # every short answer word for word (a sentence-long one may be put shorter)
         answer = statements(text)
-        wanted = [p.answer for p in pairs if _short(p.answer)]
-        missing = [a for a in wanted if not contains_answer(answer, a)]
+        missing = [a for a in shorts if not contains_answer(answer, a)]
         if missing:
             raise ParseError(f"the answer leaves out {missing[0]!r}")
         words = set(content_words(answer))
@@ -278,13 +274,18 @@ async def unquoted(
             raise ParseError("the answer states none of the pairs")  # e.g. an echo of the instruction
         return answer
 
+    shorts = [p.answer for p in pairs if _short(p.answer)]
     fresh = await aask(
-        "rag_generate_pairs", options, parse=stated, fallback=listed(pairs), prefix=shared_prefix(book),
+        "rag_generate_pairs", options, parse=stated, fallback="", prefix=shared_prefix(book),
         question=call["question"], disambiguations=call["disambiguations"],
     )  # fmt: skip
     usage, attempts = usage + fresh.usage, attempts + fresh.attempts
-    chosen = whole_answer(fresh) if longest_copied_run(fresh.value, sources) < len(copied[0].split()) else reply
-    return Reply(chosen.value, chosen.text, usage, attempts, chosen.parsed, chosen.truncated)
+    most = len(copied[0].split())
+    chosen = whole_answer(fresh) if fresh.value and longest_copied_run(fresh.value, sources) < most else reply
+    value = uncopied(chosen.value, sources, shorts)
+    if not value and not fresh.value and longest_copied_run(listed(pairs), sources) < most:
+        value = listed(pairs)
+    return Reply(value or chosen.value, chosen.text, usage, attempts, chosen.parsed, chosen.truncated)
 
 
 async def rephrased(
