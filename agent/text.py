@@ -93,12 +93,15 @@ def printable(text: str) -> str:
 
 # An answer states facts; it does not tell the reader where they came from ("the passage retrieved for the question
 # states ...", "from the disambiguation question ..."), nor quote its sources at length.
-_SOURCE_TALK = re.compile(r"\b(passages?|contexts?|disambiguat\w*|retrieved)\b", re.IGNORECASE)
+_SOURCE_TALK = re.compile(
+    r"\b(passages?|contexts?|disambiguat\w*|retrieved|(?:long|short|final)\s+answers?)\b", re.IGNORECASE
+)  # "the final answer to the question ..." talks about the answer, not the world
 COPY_LIMIT = 15  # consecutive words shared with one source passage that count as quoting it
 
 
 def mentions_sources(text: str) -> bool:
-    """Whether ``text`` talks about its sources: passages, context, retrieval or disambiguation questions."""
+    """Whether ``text`` talks about its sources (passages, context, retrieval, disambiguation questions) or about
+    the answer itself ("the long answer explains ...")."""
     return bool(_SOURCE_TALK.search(text))
 
 
@@ -108,9 +111,13 @@ _SOURCES = (
 _SAYS = (
     r"(?:(?:\w+ly|also)\s+)?(?:states?|says?|mentions?|indicates?|shows?|notes?|confirms?|explains?|reports?|tells?)"
 )
+_ANSWER_ITSELF = (  # "The final answer to the question "Who ...?" is" / "The long answer explains that"
+    rf"the\s+(?:long|short|final)\s+answer(?:\s+to\s+the\s+question(?:\s*[\"“][^\"”]*[\"”])?)?"
+    rf"\s+(?:is\s*:?\s*|{_SAYS}(?:\s+that\s+|\s*:\s*|\s+))"
+)
 _ATTRIBUTION = re.compile(  # "According to passage [2], X" / "The passage clearly states that X" → "X"
     rf"^(?:(?:according\s+to|as\s+(?:stated|mentioned|shown|noted)\s+in|based\s+on|from|in)\s+{_SOURCES}\s*,\s*"
-    rf"(?:it\s+{_SAYS}\s+(?:that\s+)?)?|{_SOURCES}\s+{_SAYS}(?:\s+that\s+|\s*:\s*|\s+))",
+    rf"(?:it\s+{_SAYS}\s+(?:that\s+)?)?|{_SOURCES}\s+{_SAYS}(?:\s+that\s+|\s*:\s*|\s+)|{_ANSWER_ITSELF})",
     re.IGNORECASE,
 )
 _TRAILING_ATTRIBUTION = re.compile(  # "X, as evidenced by the passage [1]." → "X."

@@ -80,6 +80,7 @@ def test_narration_is_talk_about_sources_or_a_long_quote():
     assert mentions_sources("This is evident from the passage retrieved for the question, which states 1967.")
     assert mentions_sources("This can be determined from the disambiguation question.")
     assert not mentions_sources("The ride opened at Disneyland in 1967; the first film followed in 2003.")
+    assert mentions_sources("The long answer explains that the ride came first.")  # talk about the answer itself
     assert longest_copied_run("The ride of the same name opened at Disneyland in 1967.", [passage]) == 5
     quoted = "The franchise started with the theme park ride of the same name, which opened at Disneyland in 1967."
     assert longest_copied_run(quoted, [passage]) >= COPY_LIMIT and narrates(quoted, [passage])
@@ -126,7 +127,10 @@ def test_a_demonstration_passage_cut_short_keeps_the_stretch_with_its_answer():
      ("In passage [2], it states that he debuted in 2008.", "He debuted in 2008."),
      ("The courthouse was built in 1902, as evidenced by the passage [1].", "The courthouse was built in 1902."),
      ("The first passage states: the city had 3,559 people in 2010.", "The city had 3,559 people in 2010."),
-     ("The ride opened at Disneyland in 1967 [1].", "The ride opened at Disneyland in 1967 [1].")],
+     ("The ride opened at Disneyland in 1967 [1].", "The ride opened at Disneyland in 1967 [1]."),
+     ('The final answer to the question "Who plays Lord Beric?" is Richard Dormer.', "Richard Dormer."),
+     ("The long answer explains that Paul Newman voiced Doc Hudson.", "Paul Newman voiced Doc Hudson."),
+     ("Cesare Barbetti voiced him too, but this is not the final answer to the question.", "")],
 )  # fmt: skip
 def test_a_lead_in_that_credits_the_sources_is_dropped_and_the_fact_kept(sentence, kept):
     from agent.text import unnarrated
