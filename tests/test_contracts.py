@@ -20,7 +20,7 @@ OWN_FIELDS = {
         "route",
         "conflicts",
     },
-    "toc": {"tree", "stop_reason", "expansions"},
+    "toc": {"tree", "stop_reason", "expansions", "restored"},
     "verdict": {"relaxed_query", "candidates", "abstentions", "unparsed", "cluster_labels", "uncited", "conflicts"},
     "sunar": {"hops"},
     "madam": {"answers", "rejected_ids", "rounds", "stop_reason"},
