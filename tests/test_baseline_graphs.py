@@ -194,6 +194,15 @@ def test_an_answer_from_the_pairs_must_state_every_short_answer_else_the_pairs_a
     )
 
 
+def test_the_listed_pairs_leave_out_an_answer_that_is_itself_a_quote(collection, scripted):
+    quoting_da = EXTRACT.replace("DA 2: 16 November 2001", "DA 2: " + COPIED.removeprefix("Answer: "))
+    vague = "Answer: The question is ambiguous because it does not say which release is meant."
+    script = {"rag_extract": quoting_da, "rag_generate": COPIED, "rag_rephrase": COPIED, "rag_generate_pairs": vague}
+    name, _ = scripted(script)
+    result = agent.run(QUESTION, llm=name, collection=collection)
+    assert result.answer == "When was the world premiere of the film? 4 November 2001."  # the DA that quotes is gone
+
+
 def test_an_answer_from_the_pairs_that_states_none_of_them_is_refused(collection, scripted):
     long_answer = "DQ 1: When is the cake eaten?\nDA 1: on the sixth of January during the feast of the Three Kings"
     echo = "Answer: The film premiered in London on 4 November 2001."  # a reply that ignores the pairs

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import re
+from collections.abc import Sequence
 from typing import Any
 
 from langchain_core.messages import AIMessage, BaseMessage
@@ -257,7 +258,8 @@ async def unquoted(
     and no passages to copy; every short answer of up to ``SHORT_PAIR_WORDS`` words must appear and at least one pair
     must be stated), kept if it copies less than the first answer, which otherwise stays. What is kept then loses the
     sentences that still copy (``uncopied``) unless every one does or a pair's short answer would go with them; only
-    where that leaves nothing and the pairs could not be written out are they listed, if the list copies less."""
+    where that leaves nothing and the pairs could not be written out are they listed (those whose answer is not itself
+    a quote), if the list copies less."""
     again = await rephrased(reply, copied, sources, [p.answer for p in pairs], "rag_generate", call, options)
     usage, attempts = reply.usage + again.usage, reply.attempts + again.attempts
     if again.value or not pairs:
@@ -283,8 +285,8 @@ async def unquoted(
     most = len(copied[0].split())
     chosen = whole_answer(fresh) if fresh.value and longest_copied_run(fresh.value, sources) < most else reply
     value = uncopied(chosen.value, sources, shorts)
-    if not value and not fresh.value and longest_copied_run(listed(pairs), sources) < most:
-        value = listed(pairs)
+    if not value and not fresh.value and longest_copied_run(listed(pairs, sources), sources) < most:
+        value = listed(pairs, sources)
     return Reply(value or chosen.value, chosen.text, usage, attempts, chosen.parsed, chosen.truncated)
 
 
@@ -318,9 +320,12 @@ async def rephrased(
     )
 
 
-def listed(pairs: list[Disambiguation]) -> str:
-    """The pairs as the answer when no usable text comes back: each question followed by its answer."""
-    return " ".join(f"{p.question} {p.answer}." for p in pairs)
+def listed(pairs: list[Disambiguation], sources: Sequence[str] = ()) -> str:
+    """The pairs as the answer when no usable text comes back: each question followed by its answer, less the pairs
+    whose answer is itself a quote (``COPY_LIMIT`` or more consecutive words of one of ``sources``: a RAC reply that
+    copied a sentence as its DA)."""
+    kept = [p for p in pairs if longest_copied_run(p.answer, sources) < COPY_LIMIT]
+    return " ".join(f"{p.question} {p.answer.rstrip('.')}." for p in kept)
 
 
 _PAIR_LINE = re.compile(r"(?:^|\s)D[QA] ?\d+:")  # the model carrying on in the DQ/DA format after its answer
