@@ -384,6 +384,27 @@ def test_bench_recall_records_each_question_and_resumes(planted, scripted, tmp_p
     assert len(record.read_text().splitlines()) == 4
 
 
+def test_bench_recall_takes_sunar_options_and_keeps_their_rows_apart(planted, scripted, tmp_path):
+    from agent.errors import ConfigError
+    from agent.eval.bench import nar_recall
+    from agent.eval.datasets import Example
+    from agent.surfaces.cli import _sunar_settings
+
+    example = Example(id="z", question=QUESTION, supporting_ids=["zorbania", "velmora"])
+    record = tmp_path / "bench.nar.jsonl"
+    name, _ = scripted({"sunar_answer_sub": "Answer: Velmora", "sunar_answer_sub_short": "Answer: Velmora"})
+    options = _sunar_settings(["sunar.samples=5", "sunar.asu_style=short"])
+    nar_recall(planted, [example], llm=name, progress=False, record=record, options=options)
+    row = json.loads(record.read_text())
+    assert row["options"] == '{"asu_style": "short", "samples": 5}' and row["nar_asu_answers"][0] == ["Velmora"] * 5
+    nar_recall(planted, [example], llm=name, progress=False, record=record)  # the default m=10 is another measurement
+    assert [len(json.loads(line)["nar_asu_answers"][0]) for line in record.read_text().splitlines()] == [5, 10]
+    with pytest.raises(ConfigError, match="samples"):
+        nar_recall(planted, [example], llm=name, progress=False, options={"samples": 0})
+    with pytest.raises(ConfigError, match="SUNAR's options"):
+        _sunar_settings(["rag.top_k=3"])
+
+
 def test_ablations_switch_off_nar_and_mer_and_r0_can_follow_each_sub_question(planted, scripted):
     def script():
         return scripted({

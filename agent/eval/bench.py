@@ -52,6 +52,7 @@ def run_bench(
     asu_llm: str | None = None,
     nar_offset: int = 0,
     nar_record: Path | None = None,
+    nar_options: dict[str, Any] | None = None,
     suite: str = "all",
     limit: int | None = None,
     depth: int | None = None,
@@ -91,6 +92,7 @@ def run_bench(
         nar_offset=nar_offset,
         asu_llm=asu_llm,
         nar_record=nar_record,
+        nar_options=nar_options,
         log=log,
     )
 
@@ -106,11 +108,12 @@ def all_suite(
     nar_offset: int = 0,
     asu_llm: str | None = None,
     nar_record: Path | None = None,
+    nar_options: dict[str, Any] | None = None,
     log: Callable[[str], None] = print,
 ) -> dict[str, Any]:
     """Ingest rate, retrieval latency and the orchestration overhead of ``methods`` on the first ``questions``; with
     gold interpretations oracle MRecall@5; with supporting paragraphs NAR recall on ``nar_questions`` from
-    ``nar_offset`` (with ASU given ``asu_llm``, recorded to ``nar_record``)."""
+    ``nar_offset`` (with ASU given ``asu_llm``, recorded to ``nar_record``; SUNAR's ``nar_options`` on each NAR)."""
     log("ingest rate …")
     results: dict[str, Any] = {"ingest": ingest_rate(corpus)}
     _store(corpus, collection, log)
@@ -128,7 +131,8 @@ def all_suite(
             + " …"
         )
         chosen = examples[nar_offset : nar_offset + nar_questions]
-        results["nar_recall"] = nar_recall(collection, chosen, llm=asu_llm, record=nar_record) | {"offset": nar_offset}
+        recall = nar_recall(collection, chosen, llm=asu_llm, record=nar_record, options=nar_options)
+        results["nar_recall"] = recall | {"offset": nar_offset} | ({"options": nar_options} if nar_options else {})
     return results
 
 

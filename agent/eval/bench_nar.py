@@ -3,6 +3,7 @@ without its neighbour frontier), NAR without ASU and NAR with ASU."""
 
 from __future__ import annotations
 
+import json
 import statistics
 import time
 from collections import Counter
@@ -10,8 +11,10 @@ from collections.abc import Coroutine
 from pathlib import Path
 from typing import Any
 
+from pydantic import ValidationError
 from tqdm import tqdm
 
+from agent.errors import ConfigError
 from agent.eval.datasets import Example
 from agent.eval.resume import RowLog, made_with, read_rows
 
@@ -25,9 +28,10 @@ def nar_recall(
     k: int = 10,
     progress: bool = True,
     record: Path | None = None,
+    options: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     """Recall@k for the question itself with BM25 alone, BM25 + the re-ranker, NAR without ASU and, given an LLM, NAR
-    with ASU — the same ``nar_retrieve`` node the graph runs.
+    with ASU — the same ``nar_retrieve`` node the graph runs, with SUNAR's ``options`` (e.g. ``samples``) on each.
 
     With ``record`` each question's figures are appended to that JSONL as soon as they exist, and questions already
     recorded (same collection, k and LLM) are not run again: a long ASU run can be stopped and resumed."""
@@ -38,11 +42,16 @@ def nar_recall(
     rows = [e for e in examples if e.supporting_ids]
     store = open_store(collection)
     variants = {"bm25_ce": (False, False), "nar": (True, False)} | ({"nar_asu": (True, True)} if llm else {})
-    contexts = {
-        name: sunar.SunarContext(collection=collection, llm=llm or "", nar=nar, asu=asu)
-        for name, (nar, asu) in variants.items()
-    }
+    try:
+        contexts = {
+            name: sunar.SunarContext(**{**(options or {}), "collection": collection, "llm": llm or "", "nar": nar, "asu": asu})
+            for name, (nar, asu) in variants.items()
+        }  # fmt: skip
+    except ValidationError as exc:
+        error = exc.errors()[0]
+        raise ConfigError(f"bad SUNAR option for the NAR figures: {error['loc'][0]}: {error['msg']}") from None
     key = {"collection": collection, "k": k, "llm": llm or "", "variants": ",".join(variants)}
+    key["options"] = json.dumps(options, sort_keys=True) if options else None  # rows of other options are not reused
     done = {row["id"]: row for row in made_with(read_rows(record), key)}
     out = RowLog(record)
     initial = sum(e.id in done for e in rows)

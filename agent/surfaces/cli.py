@@ -328,6 +328,9 @@ def bench(
     nar_offset: int = typer.Option(
         0, "--nar-offset", min=0, help="skip this many questions first (to split a long ASU run)"
     ),
+    settings: list[str] = typer.Option(
+        [], "--set", help="sunar.FIELD=VALUE, SUNAR's option for the NAR figures; repeatable (e.g. sunar.samples=5)"
+    ),
     suite: str = typer.Option(
         "all",
         "--suite",
@@ -381,6 +384,7 @@ def bench(
                 corpus, dataset, collection, _comma_list(methods), questions,
                 log=log, nar_questions=nar_questions, asu_llm=asu_llm,
                 nar_offset=nar_offset, nar_record=out.with_suffix(".nar.jsonl") if out else None, suite=suite,
+                nar_options=_sunar_settings(settings),
                 limit=limit, depth=depth, fusion=fusion, record=out.with_suffix(".retrieval.jsonl") if out else None,
                 first_stages=tuple(_comma_list(first_stages)), rerankers=tuple(_comma_list(rerankers)),
                 vectors=out.with_suffix(".vectors") if out else None,
@@ -389,6 +393,20 @@ def bench(
     except AgentError as exc:
         fail(str(exc))
     _report(results, out, table)
+
+
+def _sunar_settings(settings: list[str]) -> dict[str, Any]:
+    """``bench --set``: SUNAR's options, each ``sunar.FIELD=VALUE``."""
+    from agent.errors import ConfigError
+    from agent.eval.harness import parse_setting
+
+    options: dict[str, Any] = {}
+    for text in settings:
+        method, field, value = parse_setting(text)
+        if method != "sunar":
+            raise ConfigError(f"bench --set takes SUNAR's options (sunar.FIELD=VALUE), not {method}'s")
+        options[field] = value
+    return options
 
 
 def _scale_suite(
