@@ -27,7 +27,7 @@ from agent.state import AnswerOutput, QuestionInput
 from agent.steps import conflict, rac
 from agent.steps.ambiguity import classify_ambiguity, infer_interpretations
 from agent.steps.casebook import evidence, shared_prefix
-from agent.steps.conflict import Conflict
+from agent.steps.conflict import Conflict, SettleRule
 
 Grade = Literal["Useful", "PartialUseful", "Useless"]
 ExtractLayout = Literal["own_examples", "casebook_short"]
@@ -76,6 +76,11 @@ class DivaContext(RunContext):
     )
     settle_conflicts: bool = Field(
         default=False, description="settle answers that disagree within one interpretation (agent.steps.conflict)"
+    )
+    settle_by: SettleRule = Field(
+        default="majority",
+        description="with settle_conflicts: the answer more passages state wins and ties go to the judge (majority), "
+        "or the judge decides every conflict (judge)",
     )
     verify_max_tokens: int = Field(
         default=24, ge=4, le=300, description="reply tokens of a Yes/No verification (App. A.4.2: 3 on average)"
@@ -251,7 +256,12 @@ async def settle(state: DivaState, runtime: Runtime[DivaContext]) -> dict:
     """Disagreeing answers to one interpretation judged; I_g then reads what survived, not I_e's conversation."""
     ctx = context_of(runtime, DivaContext)
     pairs, passages, conflicts = await conflict.settle(
-        state["question"], state["disambiguations"], state["passages"], ctx.llm_options(), ctx.max_concurrency
+        state["question"],
+        state["disambiguations"],
+        state["passages"],
+        ctx.llm_options(),
+        ctx.max_concurrency,
+        ctx.settle_by,
     )
     changed = len(pairs) < len(state["disambiguations"])
     return {

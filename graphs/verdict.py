@@ -21,7 +21,7 @@ from agent.retrieval.embeddings import embed
 from agent.schemas import Disambiguation, Execution, Passage
 from agent.state import AnswerOutput, QuestionInput
 from agent.steps import conflict
-from agent.steps.conflict import Conflict
+from agent.steps.conflict import Conflict, SettleRule
 from agent.steps.consolidation import hdbscan_labels, representatives
 from agent.steps.rac import render_pairs, rephrased, restated, statements, whole_answer
 from agent.text import COPY_LIMIT, copied_runs, passage_text, render_passages, uncopied
@@ -52,6 +52,11 @@ class VerdictContext(RunContext):
     )
     settle_conflicts: bool = Field(
         default=False, description="settle candidates that disagree within one interpretation (agent.steps.conflict)"
+    )
+    settle_by: SettleRule = Field(
+        default="majority",
+        description="with settle_conflicts: the answer more passages state wins and ties go to the judge (majority), "
+        "or the judge decides every conflict (judge)",
     )
     append_uncited: bool = Field(
         default=False,
@@ -124,7 +129,7 @@ async def settle(state: VerdictState, runtime: Runtime[VerdictContext]) -> dict:
     behind only them leave."""
     ctx = context_of(runtime, VerdictContext)
     candidates, passages, conflicts = await conflict.settle(
-        state["question"], state["candidates"], state["passages"], ctx.llm_options(), ctx.max_concurrency
+        state["question"], state["candidates"], state["passages"], ctx.llm_options(), ctx.max_concurrency, ctx.settle_by
     )
     return {"candidates": candidates, "passages": passages, "conflicts": conflicts}
 

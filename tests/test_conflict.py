@@ -44,6 +44,19 @@ def test_the_judge_reads_each_answer_with_its_passages_and_the_loser_goes(script
     assert re.search(r"Answer 2: 1998\n.+born in 1998", shown) and "scientist" not in shown
 
 
+def test_an_answer_more_passages_state_wins_without_a_call_and_a_tie_goes_to_the_judge(scripted):
+    second = Passage(id="player-2", text="Jordan, the Chicago Bulls guard, was born in Brooklyn in 1963.")
+    backed = [*PAIRS, Disambiguation(question=PAIRS[0].question, answer="1963", passage_ids=["player-2"])]
+    name, model = scripted({"conflict_judge": "Keep: 2"})  # a judge that would keep the misinformation
+    pairs, passages, conflicts = asyncio.run(settle(QUESTION, backed, [*PASSAGES, second], LLMOptions(llm=name)))
+    assert model.calls == [] and {p.answer for p in pairs} == {"1963", "1956"}
+    assert [(c.kept, c.dropped_ids, c.by) for c in conflicts] == [(["1963"], ["misinfo"], "majority")]
+    pairs, _, conflicts = asyncio.run(settle(QUESTION, backed, [*PASSAGES, second], LLMOptions(llm=name), rule="judge"))
+    assert len(model.calls) == 1 and conflicts[0].by == "judge" and "1963" not in {p.answer for p in pairs}
+    _, _, conflicts = asyncio.run(settle(QUESTION, PAIRS, PASSAGES, LLMOptions(llm=name)))  # one passage each: a tie
+    assert len(model.calls) == 2 and conflicts[0].by == "judge" and conflicts[0].kept == ["1998"]
+
+
 def test_an_unusable_verdict_keeps_every_answer(scripted):
     name, model = scripted({"conflict_judge": "I cannot tell."})
     pairs, passages, conflicts = asyncio.run(settle(QUESTION, PAIRS, PASSAGES, LLMOptions(llm=name, retries=1)))

@@ -1,14 +1,17 @@
 """Settle answers that disagree within one interpretation (misinformation among the passages), for DIVA and VerDICt.
 
-Disambiguations whose questions mean the same (cosine of their embeddings ≥ ``SAME_QUESTION``) form a group; a group
-whose answers differ gets one judge call that reads each answer with the passages stating it and keeps the correct
-ones (several may stand when they answer different things). The losing disambiguations are dropped, with the passages
-that backed only them; each settled group is reported as a ``Conflict``. An unusable verdict keeps every answer.
+Disambiguations whose questions mean the same (cosine of their embeddings ≥ ``SAME_QUESTION``) form a group whose
+answers differ. With ``rule="majority"`` (the default) the answer more passages of the group state than any other wins
+without a call (independent sources outvote one, the premise of MADAM-RAG's aggregation); a tie, or every group with
+``rule="judge"``, gets one judge call that reads each answer with the passages stating it and keeps the correct ones
+(several may stand when they answer different things). The losing disambiguations are dropped, with the passages that
+backed only them; each settled group is reported as a ``Conflict``. An unusable verdict keeps every answer.
 """
 
 from __future__ import annotations
 
 import re
+from typing import Literal
 
 from pydantic import BaseModel, Field
 
@@ -19,6 +22,7 @@ from agent.schemas import Disambiguation, Passage
 from agent.text import normalize_answer, passage_text
 
 SAME_QUESTION = 0.9  # all-MiniLM-L6-v2 cosine above which two disambiguated questions are one interpretation
+SettleRule = Literal["majority", "judge"]
 
 
 class Conflict(BaseModel):
@@ -26,6 +30,7 @@ class Conflict(BaseModel):
     answers: list[str] = Field(description="the competing answers, in the order the judge saw them")
     kept: list[str] = Field(description="the answers the judge found correct")
     dropped_ids: list[str] = Field(default_factory=list, description="passages that backed only dropped answers")
+    by: SettleRule = Field(default="judge", description="majority: more passages stated the kept answer; judge: a call")
 
 
 def conflicting_groups(pairs: list[Disambiguation], threshold: float = SAME_QUESTION) -> list[list[int]]:
@@ -44,6 +49,15 @@ def conflicting_groups(pairs: list[Disambiguation], threshold: float = SAME_QUES
     return [g for g in groups if len({normalize_answer(pairs[i].answer) for i in g}) > 1]
 
 
+def majority(group: list[int], pairs: list[Disambiguation]) -> set[str] | None:
+    """The normalised answer that more distinct passages of ``group`` state than any other; None on a tie."""
+    support: dict[str, set[str]] = {}
+    for i in group:
+        support.setdefault(normalize_answer(pairs[i].answer), set()).update(pairs[i].passage_ids or [f"pair {i}"])
+    (best, most), *rest = sorted(support.items(), key=lambda item: -len(item[1]))
+    return None if rest and len(rest[0][1]) == len(most) else {best}
+
+
 def parse_keep(text: str, count: int) -> list[int]:
     """``Keep: 1, 3`` → [0, 2] (0-based, within ``count``)."""
     line = re.search(r"keep\s*:?\s*([\d,\sand]+)", text, re.IGNORECASE)
@@ -54,12 +68,18 @@ def parse_keep(text: str, count: int) -> list[int]:
 
 
 async def settle(
-    question: str, pairs: list[Disambiguation], passages: list[Passage], options: LLMOptions, limit: int = 8
+    question: str,
+    pairs: list[Disambiguation],
+    passages: list[Passage],
+    options: LLMOptions,
+    limit: int = 8,
+    rule: SettleRule = "majority",
 ) -> tuple[list[Disambiguation], list[Passage], list[Conflict]]:
-    """``pairs`` and ``passages`` without the answers the judge rejected and the passages behind only those, and the
-    conflicts it settled."""
+    """``pairs`` and ``passages`` without the answers that lost (to a majority of passages or to the judge) and the
+    passages behind only those, and the conflicts settled."""
     by_id = {p.id: p for p in passages}
     groups = conflicting_groups(pairs)
+    voted = [majority(group, pairs) if rule == "majority" else None for group in groups]
 
     async def judge(group: list[int]) -> Reply[list[int]]:
         answers = list(dict.fromkeys(pairs[i].answer for i in group))
@@ -80,14 +100,18 @@ async def settle(
             question=pairs[group[0]].question, answers=shown,
         )  # fmt: skip
 
-    verdicts = await gather_concurrently(judge, groups, limit)
+    judged = iter(await gather_concurrently(judge, [g for g, v in zip(groups, voted) if v is None], limit))
     losing: set[int] = set()
     conflicts: list[Conflict] = []
-    for group, verdict in zip(groups, verdicts):
+    for group, winner in zip(groups, voted):
         answers = list(dict.fromkeys(pairs[i].answer for i in group))
-        kept = [answers[k] for k in verdict.value]
+        if winner is None:
+            kept = [answers[k] for k in next(judged).value]
+        else:
+            kept = [a for a in answers if normalize_answer(a) in winner]
         losing |= {i for i in group if pairs[i].answer not in kept}
-        conflicts.append(Conflict(question=pairs[group[0]].question, answers=answers, kept=kept))
+        by: SettleRule = "judge" if winner is None else "majority"
+        conflicts.append(Conflict(question=pairs[group[0]].question, answers=answers, kept=kept, by=by))
     survivors = [p for i, p in enumerate(pairs) if i not in losing]
     backing = {pid for p in survivors for pid in p.passage_ids}
     dropped = {pid for i in losing for pid in pairs[i].passage_ids if pid not in backing}
