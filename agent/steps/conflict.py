@@ -28,7 +28,7 @@ SettleRule = Literal["majority", "judge"]
 class Conflict(BaseModel):
     question: str = Field(description="the interpretation the answers disagree on")
     answers: list[str] = Field(description="the competing answers, in the order the judge saw them")
-    kept: list[str] = Field(description="the answers the judge found correct")
+    kept: list[str] = Field(description="the answers kept, by the majority of passages or by the judge")
     dropped_ids: list[str] = Field(default_factory=list, description="passages that backed only dropped answers")
     by: SettleRule = Field(default="judge", description="majority: more passages stated the kept answer; judge: a call")
 
