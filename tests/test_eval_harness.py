@@ -125,7 +125,7 @@ def test_the_all_suite_runs_each_bench_where_the_data_has_what_it_needs(tmp_path
     monkeypatch.setattr(bench, "orchestration_overhead", lambda methods, questions, collection: {"ran": questions})
     monkeypatch.setattr(bench, "oracle_mrecall", lambda collection, examples: {"questions": len(examples)})
     monkeypatch.setattr(
-        bench, "nar_recall", lambda collection, examples, llm, record: {"ids": [e.id for e in examples]}
+        bench, "nar_recall", lambda collection, examples, llm, record, options: {"ids": [e.id for e in examples], "given": options}
     )
     hotpot = tmp_path / "hotpot.jsonl"
     hotpot.write_text("".join(json.dumps({"id": f"h{i}", "question": f"Q{i}?", "answers": ["a"],
@@ -134,7 +134,10 @@ def test_the_all_suite_runs_each_bench_where_the_data_has_what_it_needs(tmp_path
                               nar_questions=2, nar_offset=1)  # fmt: skip
     assert list(results) == ["ingest", "retrieval", "orchestration", "nar_recall"]  # no gold interpretations: no oracle
     assert results["orchestration"] == {"ran": ["Q0?", "Q1?"]} and called["store"] == "c"
-    assert results["nar_recall"] == {"ids": ["h1", "h2"], "offset": 1}
+    assert results["nar_recall"] == {"ids": ["h1", "h2"], "given": None, "offset": 1}
+    results = bench.run_bench(tmp_path / "corpus.jsonl", hotpot, "c", ["rag"], log=lambda _: None, nar_questions=1,
+                              nar_options={"samples": 5})  # fmt: skip
+    assert results["nar_recall"] == {"ids": ["h0"], "given": {"samples": 5}, "offset": 0, "options": {"samples": 5}}
     with pytest.raises(ConfigError, match="unknown suite"):
         bench.run_bench(tmp_path / "corpus.jsonl", hotpot, "c", ["rag"], suite="nope")
 
