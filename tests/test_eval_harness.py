@@ -125,7 +125,9 @@ def test_the_all_suite_runs_each_bench_where_the_data_has_what_it_needs(tmp_path
     monkeypatch.setattr(bench, "orchestration_overhead", lambda methods, questions, collection: {"ran": questions})
     monkeypatch.setattr(bench, "oracle_mrecall", lambda collection, examples: {"questions": len(examples)})
     monkeypatch.setattr(
-        bench, "nar_recall", lambda collection, examples, llm, record, options: {"ids": [e.id for e in examples], "given": options}
+        bench,
+        "nar_recall",
+        lambda collection, examples, llm, record, options: {"ids": [e.id for e in examples], "given": options},
     )
     hotpot = tmp_path / "hotpot.jsonl"
     hotpot.write_text("".join(json.dumps({"id": f"h{i}", "question": f"Q{i}?", "answers": ["a"],
