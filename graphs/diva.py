@@ -82,6 +82,11 @@ class DivaContext(RunContext):
         description="with settle_conflicts: the answer more passages state wins and ties go to the judge (majority), "
         "or the judge decides every conflict (judge)",
     )
+    judge_both_orders: bool = Field(
+        default=False,
+        description="with settle_conflicts: the judge reads a conflict in both orders and an answer stands only if "
+        "kept both times; with none kept both times the answer reports the disagreement instead of asserting either",
+    )
     verify_max_tokens: int = Field(
         default=24, ge=4, le=300, description="reply tokens of a Yes/No verification (App. A.4.2: 3 on average)"
     )
@@ -262,6 +267,7 @@ async def settle(state: DivaState, runtime: Runtime[DivaContext]) -> dict:
         ctx.llm_options(),
         ctx.max_concurrency,
         ctx.settle_by,
+        ctx.judge_both_orders,
     )
     changed = len(pairs) < len(state["disambiguations"])
     return {
@@ -275,12 +281,15 @@ async def settle(state: DivaState, runtime: Runtime[DivaContext]) -> dict:
 async def rag_generate(state: DivaState, runtime: Runtime[DivaContext]) -> dict:
     ctx = context_of(runtime, DivaContext)
     question, passages, options = state["question"], state["passages"], ctx.llm_options()
+    disputed = conflict.disputes(state.get("conflicts", []))
+    if disputed and not state["disambiguations"]:  # every reading was left undecided: assert nothing
+        return {"answer": disputed}
     book, extracted = await casebook(state, ctx), state.get("short_extract_reply")
     history = rac.short_extract_transcript(question, passages, options, book, extracted) if extracted else None
     reply = await rac.generate(
         question, state["disambiguations"], passages, options, book, history, complete=ctx.complete_readings
     )  # Eq. 2
-    return {"answer": reply.value}
+    return {"answer": " ".join(filter(None, [reply.value, disputed]))}
 
 
 async def closed_book(state: DivaState, runtime: Runtime[DivaContext]) -> dict:

@@ -58,6 +58,11 @@ class VerdictContext(RunContext):
         description="with settle_conflicts: the answer more passages state wins and ties go to the judge (majority), "
         "or the judge decides every conflict (judge)",
     )
+    judge_both_orders: bool = Field(
+        default=False,
+        description="with settle_conflicts: the judge reads a conflict in both orders and an answer stands only if "
+        "kept both times; with none kept both times the answer reports the disagreement instead of asserting either",
+    )
     append_uncited: bool = Field(
         default=False,
         description="append each disambiguation the answer failed to cite to its text (off, as in the paper)",
@@ -129,7 +134,13 @@ async def settle(state: VerdictState, runtime: Runtime[VerdictContext]) -> dict:
     behind only them leave."""
     ctx = context_of(runtime, VerdictContext)
     candidates, passages, conflicts = await conflict.settle(
-        state["question"], state["candidates"], state["passages"], ctx.llm_options(), ctx.max_concurrency, ctx.settle_by
+        state["question"],
+        state["candidates"],
+        state["passages"],
+        ctx.llm_options(),
+        ctx.max_concurrency,
+        ctx.settle_by,
+        ctx.judge_both_orders,
     )
     return {"candidates": candidates, "passages": passages, "conflicts": conflicts}
 
@@ -148,6 +159,9 @@ def consolidate(state: VerdictState, runtime: Runtime[VerdictContext]) -> dict:
 async def answer(state: VerdictState, runtime: Runtime[VerdictContext]) -> dict:
     ctx = context_of(runtime, VerdictContext)
     passages, pairs = state["passages"], state["disambiguations"]
+    disputed = conflict.disputes(state.get("conflicts", []))
+    if disputed and not pairs:  # every reading was left undecided: report the disagreement, assert nothing
+        return {"answer": disputed, "uncited": 0}
     number = {p.id: i for i, p in enumerate(passages, 1)}  # citation [n] = n-th passage of the result
     cited = sorted({number[d.passage_ids[0]] for d in pairs}) or list(range(1, len(passages) + 1))
     cited = cited[: ctx.answer_passages]  # bounded context; every pair still carries its citation
@@ -172,7 +186,7 @@ async def answer(state: VerdictState, runtime: Runtime[VerdictContext]) -> dict:
         text = whole_answer(again).value if again.value else (uncopied(text, sources, answers) or text)
     missing = [f"{d.question} {d.answer}." for d, c in zip(shown, cite) if c not in text]
     answer = " ".join([text, *missing]) if ctx.append_uncited else text
-    return {"answer": answer, "uncited": len(missing)}
+    return {"answer": " ".join(filter(None, [answer, disputed])), "uncited": len(missing)}
 
 
 builder = StateGraph(

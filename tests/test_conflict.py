@@ -10,7 +10,7 @@ import pytest
 import agent
 from agent.llm.calls import LLMOptions
 from agent.schemas import Disambiguation, Passage
-from agent.steps.conflict import conflicting_groups, parse_keep, settle
+from agent.steps.conflict import conflicting_groups, disputes, parse_keep, settle
 
 QUESTION = "In which year was Michael Jordan born?"
 PASSAGES = [
@@ -64,6 +64,22 @@ def test_an_unusable_verdict_keeps_every_answer(scripted):
     assert len(model.calls) == 2  # retried once, then the documented fallback
 
 
+def test_in_both_orders_an_answer_stands_only_if_kept_both_times(scripted):
+    name, model = scripted({"conflict_judge": "Keep: 2"})  # a judge that keeps whatever comes second
+    pairs, passages, conflicts = asyncio.run(settle(QUESTION, PAIRS, PASSAGES, LLMOptions(llm=name), both_orders=True))
+    assert len(model.calls) == 2 and re.search(r"Answer 1: 1998\n", model.calls[1].user)
+    assert [p.answer for p in pairs] == ["1956"] and [p.id for p in passages] == ["scientist"]
+    assert [(c.kept, c.by, c.dropped_ids) for c in conflicts] == [([], "undecided", ["misinfo", "player"])]
+    assert disputes(conflicts) == (
+        'The sources contradict each other on "In which year was the basketball player Michael Jordan born?": '
+        "1963 or 1998."
+    )
+    name, model = scripted({"conflict_judge": lambda call: "Keep: " + re.search(r"Answer (\d): 1963", call.user)[1]})
+    pairs, _, conflicts = asyncio.run(settle(QUESTION, PAIRS, PASSAGES, LLMOptions(llm=name), both_orders=True))
+    assert len(model.calls) == 2 and [(c.kept, c.by) for c in conflicts] == [(["1963"], "judge")]
+    assert [p.answer for p in pairs] == ["1963", "1956"] and disputes(conflicts) == ""
+
+
 def test_keep_numbers_parse_within_range():
     assert parse_keep("Keep: 1, 3", 3) == [0, 2]
     assert parse_keep("keep 2 and 1", 2) == [0, 1]
@@ -95,3 +111,27 @@ def test_methods_settle_conflicts_only_when_asked(method, scripted):
     assert on.extra["conflicts"][0].dropped_ids == ["misinfo"] and "misinfo" not in {p.id for p in on.passages}
     assert "1998" not in {d.answer for d in on.disambiguations}
     assert on.usage.by_node["settle"].calls == 1
+
+
+@pytest.mark.parametrize("method", ["diva", "verdict"])
+def test_an_undecided_conflict_is_reported_not_asserted(method, scripted):
+    docs = [p.model_dump() for p in PASSAGES[:2]]
+    pairs = PAIRS[:2]
+    name, model = scripted(
+        {
+            "conflict_judge": "Keep: 1",  # keeps whatever comes first: no answer is kept in both orders
+            "rag_extract_short": '{"disambiguations": ['
+            + ", ".join(f'{{"question": "{p.question}", "answer": "{p.answer}"}}' for p in pairs)
+            + "]}",
+            "verdict_execute": lambda call: next(
+                f"Interpretation: {p.question}\nAnswer: {p.answer}"
+                for p, d in zip(pairs, PASSAGES)
+                if d.text in call.user
+            ),
+        },
+        default="Yes",
+    )
+    result = agent.run(QUESTION, method=method, llm=name, passages=docs, settle_conflicts=True, judge_both_orders=True)
+    assert model.prompts().count("conflict_judge") == 2 and result.disambiguations == []
+    assert result.extra["conflicts"][0].by == "undecided"
+    assert re.fullmatch(r'The sources contradict each other on ".+": (1963 or 1998|1998 or 1963)\.', result.answer)

@@ -6,6 +6,11 @@ without a call (independent sources outvote one, the premise of MADAM-RAG's aggr
 ``rule="judge"``, gets one judge call that reads each answer with the passages stating it and keeps the correct ones
 (several may stand when they answer different things). The losing disambiguations are dropped, with the passages that
 backed only them; each settled group is reported as a ``Conflict``. An unusable verdict keeps every answer.
+
+With ``both_orders`` the judge reads a group twice, its answers in one order and then in reverse, and an answer stands
+only if kept both times: a small judge tends to keep whichever answer sits in one position, and an answer it keeps in
+one order only was not decided by the passages. A group where no answer is kept both times is left undecided: all its
+answers are dropped, and ``disputes`` words the disagreement for the answer to report instead of asserting either.
 """
 
 from __future__ import annotations
@@ -23,6 +28,7 @@ from agent.text import normalize_answer, passage_text
 
 SAME_QUESTION = 0.9  # all-MiniLM-L6-v2 cosine above which two disambiguated questions are one interpretation
 SettleRule = Literal["majority", "judge"]
+SettledBy = Literal["majority", "judge", "undecided"]
 
 
 class Conflict(BaseModel):
@@ -30,7 +36,11 @@ class Conflict(BaseModel):
     answers: list[str] = Field(description="the competing answers, in the order the judge saw them")
     kept: list[str] = Field(description="the answers kept, by the majority of passages or by the judge")
     dropped_ids: list[str] = Field(default_factory=list, description="passages that backed only dropped answers")
-    by: SettleRule = Field(default="judge", description="majority: more passages stated the kept answer; judge: a call")
+    by: SettledBy = Field(
+        default="judge",
+        description="majority: more passages stated the kept answer; judge: a call; undecided: the judge kept no "
+        "answer in both orders, so none is kept",
+    )
 
 
 def conflicting_groups(pairs: list[Disambiguation], threshold: float = SAME_QUESTION) -> list[list[int]]:
@@ -74,15 +84,18 @@ async def settle(
     options: LLMOptions,
     limit: int = 8,
     rule: SettleRule = "majority",
+    both_orders: bool = False,
 ) -> tuple[list[Disambiguation], list[Passage], list[Conflict]]:
-    """``pairs`` and ``passages`` without the answers that lost (to a majority of passages or to the judge) and the
-    passages behind only those, and the conflicts settled."""
+    """``pairs`` and ``passages`` without the answers that lost (to a majority of passages or to the judge) or were
+    left undecided, and the passages behind only those, and the conflicts settled."""
     by_id = {p.id: p for p in passages}
     groups = conflicting_groups(pairs)
     voted = [majority(group, pairs) if rule == "majority" else None for group in groups]
 
-    async def judge(group: list[int]) -> Reply[list[int]]:
+    async def judge(task: tuple[list[int], bool]) -> Reply[list[int]]:
+        group, reverse = task
         answers = list(dict.fromkeys(pairs[i].answer for i in group))
+        order = answers[::-1] if reverse else answers
         shown = "\n\n".join(
             f"Answer {n}: {answer}\n"
             + "\n".join(
@@ -92,25 +105,29 @@ async def settle(
                 )
                 if pid in by_id
             )
-            for n, answer in enumerate(answers, 1)
+            for n, answer in enumerate(order, 1)
         )
         everything = list(range(len(answers)))
-        return await aask(
+        reply = await aask(
             "conflict_judge", options, parse=lambda text: parse_keep(text, len(answers)), fallback=everything,
             question=pairs[group[0]].question, answers=shown,
         )  # fmt: skip
+        return reply.with_value([answers.index(order[k]) for k in reply.value])
 
-    judged = iter(await gather_concurrently(judge, [g for g, v in zip(groups, voted) if v is None], limit))
+    orders = [False, True] if both_orders else [False]
+    undecided = [g for g, v in zip(groups, voted) if v is None]
+    judged = iter(await gather_concurrently(judge, [(g, r) for g in undecided for r in orders], limit))
     losing: set[int] = set()
     conflicts: list[Conflict] = []
     for group, winner in zip(groups, voted):
         answers = list(dict.fromkeys(pairs[i].answer for i in group))
         if winner is None:
-            kept = [answers[k] for k in next(judged).value]
+            verdicts = [set(next(judged).value) for _ in orders]
+            kept = [a for k, a in enumerate(answers) if all(k in v for v in verdicts)]
         else:
             kept = [a for a in answers if normalize_answer(a) in winner]
         losing |= {i for i in group if pairs[i].answer not in kept}
-        by: SettleRule = "judge" if winner is None else "majority"
+        by: SettledBy = "majority" if winner is not None else "judge" if kept else "undecided"
         conflicts.append(Conflict(question=pairs[group[0]].question, answers=answers, kept=kept, by=by))
     survivors = [p for i, p in enumerate(pairs) if i not in losing]
     backing = {pid for p in survivors for pid in p.passage_ids}
@@ -118,3 +135,12 @@ async def settle(
     for conflict, group in zip(conflicts, groups):
         conflict.dropped_ids = sorted({pid for i in group if i in losing for pid in pairs[i].passage_ids} & dropped)
     return survivors, [p for p in passages if p.id not in dropped], conflicts
+
+
+def disputes(conflicts: list[Conflict]) -> str:
+    """One sentence for each undecided conflict, reporting the disagreement without asserting any answer."""
+    return " ".join(
+        f'The sources contradict each other on "{c.question}": {" or ".join(c.answers)}.'
+        for c in conflicts
+        if c.by == "undecided"
+    )
