@@ -140,7 +140,7 @@ async def settle(
 def disputes(conflicts: list[Conflict]) -> str:
     """One sentence for each undecided conflict, reporting the disagreement without asserting any answer."""
     return " ".join(
-        f'The sources contradict each other on "{c.question}": {" or ".join(c.answers)}.'
+        f'The sources contradict each other on "{c.question}": {" or ".join(a.rstrip(". ") for a in c.answers)}.'
         for c in conflicts
         if c.by == "undecided"
     )
