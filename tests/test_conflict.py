@@ -74,6 +74,9 @@ def test_in_both_orders_an_answer_stands_only_if_kept_both_times(scripted):
         'The sources contradict each other on "In which year was the basketball player Michael Jordan born?": '
         "1963 or 1998."
     )
+    assert disputes([conflicts[0].model_copy(update={"answers": ["forward.", "Defender", "Forward"]})]).endswith(
+        ": forward or Defender."
+    )
     name, model = scripted({"conflict_judge": lambda call: "Keep: " + re.search(r"Answer (\d): 1963", call.user)[1]})
     pairs, _, conflicts = asyncio.run(settle(QUESTION, PAIRS, PASSAGES, LLMOptions(llm=name), both_orders=True))
     assert len(model.calls) == 2 and [(c.kept, c.by) for c in conflicts] == [(["1963"], "judge")]

@@ -138,9 +138,18 @@ async def settle(
 
 
 def disputes(conflicts: list[Conflict]) -> str:
-    """One sentence for each undecided conflict, reporting the disagreement without asserting any answer."""
+    """One sentence for each undecided conflict, reporting the disagreement without asserting any answer (answers
+    that differ only in case or punctuation named once)."""
     return " ".join(
-        f'The sources contradict each other on "{c.question}": {" or ".join(a.rstrip(". ") for a in c.answers)}.'
+        f'The sources contradict each other on "{c.question}": {" or ".join(distinct(c.answers))}.'
         for c in conflicts
         if c.by == "undecided"
     )
+
+
+def distinct(answers: list[str]) -> list[str]:
+    """``answers`` without their closing full stops, each normalised answer once, in first-seen order."""
+    first: dict[str, str] = {}
+    for answer in answers:
+        first.setdefault(normalize_answer(answer), answer.rstrip(". "))
+    return list(first.values())
