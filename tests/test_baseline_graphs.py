@@ -54,6 +54,11 @@ def test_closed_book_is_one_call_without_passages(collection, scripted):
     assert result.answer == "It came out in November 2001, first in London."
     assert result.passages == [] and result.usage.total.calls == 1
     assert "Question: " + QUESTION in model.calls[0].user
+    talk = " This reading is directly stated in the final answer provided. It depends on the context."
+    name, _ = scripted({"closed_book": "Final Answer: It came out in November 2001, first in London." + talk})
+    assert (
+        agent.run(QUESTION, method="closed_book", llm=name).answer == "It came out in November 2001, first in London."
+    )
 
 
 def test_an_answer_cut_at_max_tokens_ends_with_its_last_whole_sentence(collection, scripted):

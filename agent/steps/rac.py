@@ -349,8 +349,9 @@ def _ended(sentence: str) -> str:
 
 
 async def closed_book(question: str, options: LLMOptions, book: str) -> Reply[str]:
-    """I_l: answer from parametric knowledge alone; an unusable reply after the retries is an ``OutputError``."""
-    reply = await aask("closed_book", options, parse=parse_long_answer, prefix=shared_prefix(book), question=question)
+    """I_l: answer from parametric knowledge alone, parsed as ``statements`` (sentences about a context or about the
+    answer itself are dropped); an unusable reply after the retries is an ``OutputError``."""
+    reply = await aask("closed_book", options, parse=statements, prefix=shared_prefix(book), question=question)
     return whole_answer(reply)
 
 
