@@ -90,22 +90,24 @@ def test_keep_numbers_parse_within_range():
         parse_keep("Keep: 7", 2)
 
 
+def readers(pairs: list[Disambiguation], judge) -> dict:
+    """Scripted replies: DIVA's I_e extracts ``pairs``, VerDICt reads each passage's pair, the judge as given."""
+    return {
+        "conflict_judge": judge,
+        "rag_extract_short": '{"disambiguations": ['
+        + ", ".join(f'{{"question": "{p.question}", "answer": "{p.answer}"}}' for p in pairs)
+        + "]}",
+        "verdict_execute": lambda call: next(
+            f"Interpretation: {p.question}\nAnswer: {p.answer}" for p, d in zip(pairs, PASSAGES) if d.text in call.user
+        ),
+    }
+
+
 @pytest.mark.parametrize("method", ["diva", "verdict"])
 def test_methods_settle_conflicts_only_when_asked(method, scripted):
     docs = [p.model_dump() for p in PASSAGES]
     name, model = scripted(
-        {
-            "conflict_judge": lambda call: "Keep: " + re.search(r"Answer (\d): 1963", call.user).group(1),
-            "rag_extract_short": '{"disambiguations": ['
-            + ", ".join(f'{{"question": "{p.question}", "answer": "{p.answer}"}}' for p in PAIRS)
-            + "]}",
-            "verdict_execute": lambda call: next(
-                f"Interpretation: {p.question}\nAnswer: {p.answer}"
-                for p, d in zip(PAIRS, PASSAGES)
-                if d.text in call.user
-            ),
-        },
-        default="Yes",
+        readers(PAIRS, lambda call: "Keep: " + re.search(r"Answer (\d): 1963", call.user)[1]), default="Yes"
     )
     off = agent.run(QUESTION, method=method, llm=name, passages=docs)
     assert "conflicts" not in off.extra and "conflict_judge" not in model.prompts()
@@ -118,22 +120,8 @@ def test_methods_settle_conflicts_only_when_asked(method, scripted):
 
 @pytest.mark.parametrize("method", ["diva", "verdict"])
 def test_an_undecided_conflict_is_reported_not_asserted(method, scripted):
-    docs = [p.model_dump() for p in PASSAGES[:2]]
-    pairs = PAIRS[:2]
-    name, model = scripted(
-        {
-            "conflict_judge": "Keep: 1",  # keeps whatever comes first: no answer is kept in both orders
-            "rag_extract_short": '{"disambiguations": ['
-            + ", ".join(f'{{"question": "{p.question}", "answer": "{p.answer}"}}' for p in pairs)
-            + "]}",
-            "verdict_execute": lambda call: next(
-                f"Interpretation: {p.question}\nAnswer: {p.answer}"
-                for p, d in zip(pairs, PASSAGES)
-                if d.text in call.user
-            ),
-        },
-        default="Yes",
-    )
+    docs, pairs = [p.model_dump() for p in PASSAGES[:2]], PAIRS[:2]
+    name, model = scripted(readers(pairs, "Keep: 1"), default="Yes")  # keeps whichever comes first, in both orders
     result = agent.run(QUESTION, method=method, llm=name, passages=docs, settle_conflicts=True, judge_both_orders=True)
     assert model.prompts().count("conflict_judge") == 2 and result.disambiguations == []
     assert result.extra["conflicts"][0].by == "undecided"
