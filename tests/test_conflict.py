@@ -10,7 +10,7 @@ import pytest
 import agent
 from agent.llm.calls import LLMOptions
 from agent.schemas import Disambiguation, Passage
-from agent.steps.conflict import conflicting_groups, disputes, parse_keep, settle
+from agent.steps.conflict import answer_key, conflicting_groups, disputes, parse_keep, settle
 
 QUESTION = "In which year was Michael Jordan born?"
 PASSAGES = [
@@ -32,6 +32,28 @@ def test_only_disagreeing_answers_to_one_interpretation_form_a_group():
     assert conflicting_groups(PAIRS) == [[0, 1]]
     agreeing = [PAIRS[0], PAIRS[1].model_copy(update={"answer": "1963."})]
     assert conflicting_groups(agreeing) == []
+
+
+def test_answers_are_compared_by_what_they_add_to_their_question(scripted):
+    asked = "Where is Fort Buchanan located?"
+    worded = [
+        "Fort Buchanan is located in Arizona",
+        "Fort Buchanan, Arizona",
+        "Arizona",
+        "Fort Buchanan is in Virginia",
+    ]
+    pairs = [Disambiguation(question=asked, answer=a, passage_ids=[f"d{n}"]) for n, a in enumerate(worded)]
+    assert [answer_key(p) for p in pairs] == ["arizona", "arizona", "arizona", "virginia"]
+    assert answer_key(Disambiguation(question=asked, answer="Fort Buchanan")) == "fort buchanan"  # nothing added
+    assert conflicting_groups(pairs[:3]) == []
+    docs = [Passage(id=f"d{n}", text=f"Fort Buchanan: {a}.") for n, a in enumerate(worded)]
+    name, model = scripted({"conflict_judge": "Keep: 2"})
+    kept, passages, conflicts = asyncio.run(settle(asked, pairs, docs, LLMOptions(llm=name), both_orders=True))
+    assert model.calls == [] and [p.answer for p in kept] == worded[:3] and "d3" not in {p.id for p in passages}
+    assert [(c.answers, c.kept, c.by) for c in conflicts] == [
+        (["Fort Buchanan is located in Arizona", "Fort Buchanan is in Virginia"], ["Fort Buchanan is located in Arizona"],
+         "majority")
+    ]  # fmt: skip
 
 
 def test_the_judge_reads_each_answer_with_its_passages_and_the_loser_goes(scripted):

@@ -7,6 +7,9 @@ without a call (independent sources outvote one, the premise of MADAM-RAG's aggr
 (several may stand when they answer different things). The losing disambiguations are dropped, with the passages that
 backed only them; each settled group is reported as a ``Conflict``. An unusable verdict keeps every answer.
 
+Answers are compared by what they add to their question (``answer_key``): "Fort Buchanan is located in Arizona",
+"Fort Buchanan, Arizona" and "Arizona" are one answer to "Where is Fort Buchanan located?", stated by all their passages.
+
 With ``both_orders`` the judge reads a group twice, its answers in one order and then in reverse, and an answer stands
 only if kept both times: a small judge tends to keep whichever answer sits in one position, and an answer it keeps in
 one order only was not decided by the passages. A group where no answer is kept both times is left undecided: all its
@@ -27,6 +30,7 @@ from agent.schemas import Disambiguation, Passage
 from agent.text import normalize_answer, passage_text
 
 SAME_QUESTION = 0.9  # all-MiniLM-L6-v2 cosine above which two disambiguated questions are one interpretation
+FILLER = frozenset("is are was were be been in on at of by to for from".split())  # what restating a question adds
 SettleRule = Literal["majority", "judge"]
 SettledBy = Literal["majority", "judge", "undecided"]
 
@@ -43,6 +47,14 @@ class Conflict(BaseModel):
     )
 
 
+def answer_key(pair: Disambiguation) -> str:
+    """The normalised words of ``pair``'s answer that its question and ``FILLER`` lack ("Fort Buchanan is located in
+    Arizona" → "arizona"); the whole normalised answer when nothing is left (an answer within its question)."""
+    asked = set(normalize_answer(pair.question).split()) | FILLER
+    answer = normalize_answer(pair.answer)
+    return " ".join(w for w in answer.split() if w not in asked) or answer
+
+
 def conflicting_groups(pairs: list[Disambiguation], threshold: float = SAME_QUESTION) -> list[list[int]]:
     """Indexes of ``pairs`` grouped by interpretation (each joins the first group whose first question is close
     enough), keeping the groups whose answers differ once normalised."""
@@ -56,14 +68,14 @@ def conflicting_groups(pairs: list[Disambiguation], threshold: float = SAME_QUES
             groups.append([i])
         else:
             home.append(i)
-    return [g for g in groups if len({normalize_answer(pairs[i].answer) for i in g}) > 1]
+    return [g for g in groups if len({answer_key(pairs[i]) for i in g}) > 1]
 
 
 def majority(group: list[int], pairs: list[Disambiguation]) -> set[str] | None:
-    """The normalised answer that more distinct passages of ``group`` state than any other; None on a tie."""
+    """The answer key that more distinct passages of ``group`` state than any other; None on a tie."""
     support: dict[str, set[str]] = {}
     for i in group:
-        support.setdefault(normalize_answer(pairs[i].answer), set()).update(pairs[i].passage_ids or [f"pair {i}"])
+        support.setdefault(answer_key(pairs[i]), set()).update(pairs[i].passage_ids or [f"pair {i}"])
     (best, most), *rest = sorted(support.items(), key=lambda item: -len(item[1]))
     return None if rest and len(rest[0][1]) == len(most) else {best}
 
@@ -94,25 +106,25 @@ async def settle(
 
     async def judge(task: tuple[list[int], bool]) -> Reply[list[int]]:
         group, reverse = task
-        answers = list(dict.fromkeys(pairs[i].answer for i in group))
-        order = answers[::-1] if reverse else answers
+        keys = list(dict.fromkeys(answer_key(pairs[i]) for i in group))
+        order = keys[::-1] if reverse else keys
         shown = "\n\n".join(
-            f"Answer {n}: {answer}\n"
+            f"Answer {n}: {wording(group, pairs, key)}\n"
             + "\n".join(
                 passage_text(by_id[pid])
                 for pid in dict.fromkeys(
-                    pid for i in group if pairs[i].answer == answer for pid in pairs[i].passage_ids
+                    pid for i in group if answer_key(pairs[i]) == key for pid in pairs[i].passage_ids
                 )
                 if pid in by_id
             )
-            for n, answer in enumerate(order, 1)
+            for n, key in enumerate(order, 1)
         )
-        everything = list(range(len(answers)))
+        everything = list(range(len(keys)))
         reply = await aask(
-            "conflict_judge", options, parse=lambda text: parse_keep(text, len(answers)), fallback=everything,
+            "conflict_judge", options, parse=lambda text: parse_keep(text, len(keys)), fallback=everything,
             question=pairs[group[0]].question, answers=shown,
         )  # fmt: skip
-        return reply.with_value([answers.index(order[k]) for k in reply.value])
+        return reply.with_value([keys.index(order[k]) for k in reply.value])
 
     orders = [False, True] if both_orders else [False]
     undecided = [g for g, v in zip(groups, voted) if v is None]
@@ -120,21 +132,33 @@ async def settle(
     losing: set[int] = set()
     conflicts: list[Conflict] = []
     for group, winner in zip(groups, voted):
-        answers = list(dict.fromkeys(pairs[i].answer for i in group))
+        keys = list(dict.fromkeys(answer_key(pairs[i]) for i in group))
         if winner is None:
             verdicts = [set(next(judged).value) for _ in orders]
-            kept = [a for k, a in enumerate(answers) if all(k in v for v in verdicts)]
+            kept = {key for k, key in enumerate(keys) if all(k in v for v in verdicts)}
         else:
-            kept = [a for a in answers if normalize_answer(a) in winner]
-        losing |= {i for i in group if pairs[i].answer not in kept}
+            kept = winner
+        losing |= {i for i in group if answer_key(pairs[i]) not in kept}
         by: SettledBy = "majority" if winner is not None else "judge" if kept else "undecided"
-        conflicts.append(Conflict(question=pairs[group[0]].question, answers=answers, kept=kept, by=by))
+        conflicts.append(
+            Conflict(
+                question=pairs[group[0]].question,
+                answers=[wording(group, pairs, key) for key in keys],
+                kept=[wording(group, pairs, key) for key in keys if key in kept],
+                by=by,
+            )
+        )
     survivors = [p for i, p in enumerate(pairs) if i not in losing]
     backing = {pid for p in survivors for pid in p.passage_ids}
     dropped = {pid for i in losing for pid in pairs[i].passage_ids if pid not in backing}
     for conflict, group in zip(conflicts, groups):
         conflict.dropped_ids = sorted({pid for i in group if i in losing for pid in pairs[i].passage_ids} & dropped)
     return survivors, [p for p in passages if p.id not in dropped], conflicts
+
+
+def wording(group: list[int], pairs: list[Disambiguation], key: str) -> str:
+    """The first answer in ``group`` with ``key``, as the reader worded it."""
+    return next(pairs[i].answer for i in group if answer_key(pairs[i]) == key)
 
 
 def disputes(conflicts: list[Conflict]) -> str:
