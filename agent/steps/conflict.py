@@ -57,7 +57,7 @@ def answer_key(pair: Disambiguation) -> str:
 
 def conflicting_groups(pairs: list[Disambiguation], threshold: float = SAME_QUESTION) -> list[list[int]]:
     """Indexes of ``pairs`` grouped by interpretation (each joins the first group whose first question is close
-    enough), keeping the groups whose answers differ once normalised."""
+    enough), keeping the groups whose answers differ (``answer_key``)."""
     if len(pairs) < 2:
         return []
     vectors = embed([p.question for p in pairs])
