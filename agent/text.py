@@ -94,7 +94,7 @@ def printable(text: str) -> str:
 # An answer states facts; it does not tell the reader where they came from ("the passage retrieved for the question
 # states ...", "from the disambiguation question ..."), nor quote its sources at length.
 _SOURCE_TALK = re.compile(
-    r"\b(passages?|contexts?|disambiguat\w*|retrieved|(?:long|short|final)\s+answers?)\b", re.IGNORECASE
+    r"\b(passages?|contexts?|disambiguat\w*|retrieved|(?:long|short|final)\s+answers?|D[QA]\s?\d+)\b", re.IGNORECASE
 )  # "the final answer to the question ..." talks about the answer, not the world
 COPY_LIMIT = 15  # consecutive words shared with one source passage that count as quoting it
 
@@ -106,8 +106,10 @@ def mentions_sources(text: str) -> bool:
 
 
 _SOURCES = (
-    r"(?:the\s+|this\s+)?(?:(?:retrieved|given|provided|first|second|third)\s+)?(?:passages?|contexts?)(?:\s*\[\d+\])*"
-)
+    r"(?:(?:the\s+|this\s+)?(?:(?:retrieved|given|provided|first|second|third)\s+)?(?:passages?|contexts?)(?:\s*\[\d+\])*"
+    r"|D[QA]\s?\d+)"
+)  # "DQ 1" / "DA 1": the prompt's disambiguation lines
+_PAIR_REFERENCE = re.compile(r"\s*\((?:D[QA]\s?\d+[,;]?\s*)+\)")  # "football (DA 1)." → "football."
 _SAYS = (
     r"(?:(?:\w+ly|also)\s+)?(?:states?|says?|mentions?|indicates?|shows?|notes?|confirms?|explains?|reports?|tells?)"
 )
@@ -129,12 +131,26 @@ _TRAILING_ATTRIBUTION = re.compile(  # "X, as evidenced by the passage [1]." →
 
 def unnarrated(sentence: str) -> str:
     """``sentence`` without a lead-in or a tail that attributes it to the sources ("According to passage [2], ...",
-    "The passage clearly states that ...", "..., as evidenced by passage [1]."); '' when what is left still talks
-    about them ("This is evident from the passage")."""
-    stripped = _TRAILING_ATTRIBUTION.sub("", _ATTRIBUTION.sub("", sentence, count=1), count=1)
+    "The passage clearly states that ...", "..., as evidenced by passage [1].", "According to DQ 1, ...", "(DA 1)");
+    '' when what is left still talks about them ("This is evident from the passage")."""
+    stripped = _TRAILING_ATTRIBUTION.sub("", _ATTRIBUTION.sub("", _PAIR_REFERENCE.sub("", sentence), count=1), count=1)
     if stripped[:1] != sentence[:1]:
         stripped = stripped[:1].upper() + stripped[1:]
     return "" if mentions_sources(stripped) else stripped
+
+
+_NAME_OR_NUMBER = re.compile(r"(?<![.!?]\s)(?<![\n\"“])(?<!^)\b[A-Z][\w'’-]*|\b\d[\d,]*")  # no sentence's first word
+_CITATION = re.compile(r"\[\d+\]")
+
+
+def unborrowed(text: str, demonstration: str, sources: Sequence[str]) -> str:
+    """``text`` less the sentences that carry a name or number of ``demonstration`` (a prompt's worked example)
+    that none of ``sources`` holds: a small model copying its example's facts into an answer ("E. L. James's novel
+    was published on June 20, 2011" in an answer about "A Single Man"). '' when every sentence does."""
+    held = set(_words(" ".join(sources)))
+    named = _NAME_OR_NUMBER.findall(_CITATION.sub("", demonstration))
+    foreign = {w for w in _words(" ".join(named)) if w not in held}
+    return " ".join(s for s in sentences(text) if not foreign & set(_words(_CITATION.sub("", s))))
 
 
 def _words(text: str) -> list[str]:

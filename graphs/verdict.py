@@ -16,6 +16,7 @@ from pydantic import Field
 from agent.context import RunContext, context_of
 from agent.llm.calls import Reply, aask, gather_concurrently
 from agent.llm.parsing import parse_execution, parse_query
+from agent.llm.prompts import demonstration
 from agent.nodes import llm_node
 from agent.retrieval.embeddings import embed
 from agent.schemas import Disambiguation, Execution, Passage
@@ -24,7 +25,7 @@ from agent.steps import conflict
 from agent.steps.conflict import Conflict, SettleRule
 from agent.steps.consolidation import hdbscan_labels, representatives
 from agent.steps.rac import render_pairs, rephrased, restated, statements, whole_answer
-from agent.text import COPY_LIMIT, copied_runs, passage_text, render_passages, uncopied
+from agent.text import COPY_LIMIT, copied_runs, passage_text, render_passages, unborrowed, uncopied
 
 
 class VerdictContext(RunContext):
@@ -184,6 +185,9 @@ async def answer(state: VerdictState, runtime: Runtime[VerdictContext]) -> dict:
     if copied := copied_runs(text, sources, COPY_LIMIT):
         again = await rephrased(reply, copied, sources, answers, prompt, call, ctx.llm_options())
         text = whole_answer(again).value if again.value else (uncopied(text, sources, answers) or text)
+    # a sentence carrying a name or number of the prompt's example that nothing read holds was copied from it
+    read = [*sources, state["question"], render_pairs(pairs)]
+    text = unborrowed(text, demonstration(prompt), read) or fallback.get("fallback", text)
     missing = [f"{d.question} {d.answer}." for d, c in zip(shown, cite) if c not in text]
     answer = " ".join([text, *missing]) if ctx.append_uncited else text
     return {"answer": " ".join(filter(None, [answer, disputed])), "uncited": len(missing)}

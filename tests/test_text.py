@@ -130,9 +130,24 @@ def test_a_demonstration_passage_cut_short_keeps_the_stretch_with_its_answer():
      ("The ride opened at Disneyland in 1967 [1].", "The ride opened at Disneyland in 1967 [1]."),
      ('The final answer to the question "Who plays Lord Beric?" is Richard Dormer.', "Richard Dormer."),
      ("The long answer explains that Paul Newman voiced Doc Hudson.", "Paul Newman voiced Doc Hudson."),
-     ("Cesare Barbetti voiced him too, but this is not the final answer to the question.", "")],
+     ("Cesare Barbetti voiced him too, but this is not the final answer to the question.", ""),
+     ("According to DQ 1, Tim Martin is associated with football (DA 1).", "Tim Martin is associated with football."),
+     ("DQ 2 asks about the film.", "")],
 )  # fmt: skip
 def test_a_lead_in_that_credits_the_sources_is_dropped_and_the_fact_kept(sentence, kept):
     from agent.text import unnarrated
 
     assert unnarrated(sentence) == kept
+
+
+def test_a_sentence_is_borrowed_when_it_carries_an_example_name_that_nothing_read_holds():
+    from agent.llm.prompts import demonstration
+    from agent.text import unborrowed
+
+    example = demonstration("verdict_answer")
+    assert "Fifty Shades" in example and "Question:" not in example and "Use only facts" not in example
+    text = "It is a film [1]. The novel was published on June 20, 2011 [2]. It opened on February 13, 2015 [3]."
+    assert unborrowed(text, example, ["A Single Man is a 2009 film.", "It opened on February 13, 2015."]) == (
+        "It is a film [1]. It opened on February 13, 2015 [3]."
+    )
+    assert unborrowed(text, "", []) == text

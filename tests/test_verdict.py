@@ -246,6 +246,16 @@ def test_the_answer_states_facts_with_citations_and_never_narrates_its_passages(
     )
 
 
+def test_a_sentence_copied_from_the_prompts_example_is_dropped(collection, scripted):
+    by_passage = {"hp-premiere": PREMIERE, "hp-us": US}
+    clean, _ = run_verdict(collection, scripted, by_passage)
+    borrowed = ANSWER + " E. L. James's novel was published on June 20, 2011 [1]."  # verdict_answer's example
+    script = {"verdict_relax": RELAXED, "verdict_execute": executes(by_passage), "verdict_answer": borrowed}
+    name, _ = scripted(script)
+    copied = agent.run(QUESTION, method="verdict", llm=name, collection=collection, top_k=6)
+    assert copied.answer == clean.answer and "16 November 2001" in copied.answer and "2011 [1]" not in copied.answer
+
+
 def test_an_answer_that_quotes_a_passage_at_length_is_rephrased_with_its_citations(collection, scripted):
     quoted = "Answer: It was released in cinemas in the United States and the United Kingdom on 16 November 2001 [2]."
     own_words = "Answer: Cinemas in the US and the UK showed it from 16 November 2001 [2]."

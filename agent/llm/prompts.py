@@ -48,6 +48,18 @@ def load_prompt(name: str) -> Prompt:
     return Prompt(Template(system.strip()), Template(user.strip()), int(cap.group(1)) if cap else None)
 
 
+_LABEL = re.compile(r"^[A-Z][\w ]*?\d*:\s*", re.MULTILINE)  # "Question: ", "DQ 1: ": the format, not the example
+
+
+@cache
+def demonstration(name: str) -> str:
+    """The worked examples of ``prompts/<name>.txt``: its shared part after the first line that starts with
+    "Example", without the format's line labels; '' when it has none."""
+    system = load_prompt(name).instruction.template
+    start = re.search(r"^Example.*$", system, re.MULTILINE)
+    return _LABEL.sub("", system[start.end() :]).strip() if start else ""
+
+
 @cache
 def load_preface(name: str) -> str:
     """``prompts/<name>.txt`` as fixed text (no placeholders, no ``<<<user>>>`` line)."""
