@@ -46,6 +46,8 @@ def test_answers_are_compared_by_what_they_add_to_their_question(scripted):
     assert [answer_key(p) for p in pairs] == ["arizona", "arizona", "arizona", "virginia"]
     assert answer_key(Disambiguation(question=asked, answer="Fort Buchanan")) == "fort buchanan"  # nothing added
     assert conflicting_groups(pairs[:3]) == []
+    counted = [Disambiguation(question="What is the population of Sherbourne?", answer=a) for a in ("9,523", "9 523")]
+    assert {answer_key(p) for p in counted} == {"9523"} and conflicting_groups(counted) == []
     docs = [Passage(id=f"d{n}", text=f"Fort Buchanan: {a}.") for n, a in enumerate(worded)]
     name, model = scripted({"conflict_judge": "Keep: 2"})
     kept, passages, conflicts = asyncio.run(settle(asked, pairs, docs, LLMOptions(llm=name), both_orders=True))

@@ -30,6 +30,7 @@ from agent.schemas import Disambiguation, Passage
 from agent.text import normalize_answer, passage_text
 
 SAME_QUESTION = 0.9  # all-MiniLM-L6-v2 cosine above which two disambiguated questions are one interpretation
+_THOUSANDS = re.compile(r"(?<=\d) (?=\d{3}\b)")  # "9 523" as "9,523" normalises: "9523"
 FILLER = frozenset("is are was were be been in on at of by to for from".split())  # what restating a question adds
 SettleRule = Literal["majority", "judge"]
 SettledBy = Literal["majority", "judge", "undecided"]
@@ -49,9 +50,10 @@ class Conflict(BaseModel):
 
 def answer_key(pair: Disambiguation) -> str:
     """The normalised words of ``pair``'s answer that its question and ``FILLER`` lack ("Fort Buchanan is located in
-    Arizona" → "arizona"); the whole normalised answer when nothing is left (an answer within its question)."""
+    Arizona" → "arizona"; "9 523" → "9523", as "9,523"); the whole normalised answer when nothing is left (an answer
+    within its question)."""
     asked = set(normalize_answer(pair.question).split()) | FILLER
-    answer = normalize_answer(pair.answer)
+    answer = _THOUSANDS.sub("", normalize_answer(pair.answer))
     return " ".join(w for w in answer.split() if w not in asked) or answer
 
 
