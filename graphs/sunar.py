@@ -44,6 +44,13 @@ class SunarContext(RunContext):
     mer_per_hop: int = Field(
         default=2, ge=1, le=50, description="each hop's top passages MER re-ranks for the question (official code: 2)"
     )
+    mer_question_k: int = Field(
+        default=0,
+        ge=0,
+        le=50,
+        description="MER's pool also takes the question's own top passages, R0 re-ranked for it (official code: 0; "
+        "for a decomposition that asks about one part of the question only)",
+    )
     first_stage: FirstStage = Field(default="bm25", description="R0's retriever: sparse, the complement of G's dense")
     first_stage_k: int = Field(default=100, ge=1, le=1000, description="depth of the first-stage ranking R0")
     neighbours_k: int = Field(default=10, ge=1, le=100, description="neighbours per passage in the graph G")
@@ -221,8 +228,9 @@ async def answer_sub(state: SunarState, runtime: Runtime[SunarContext]) -> dict:
 
 
 async def meta_reason(state: SunarState, runtime: Runtime[SunarContext]) -> dict:
-    """MER: the top ``mer_per_hop`` passages of every hop, re-ranked against the original question; the top
-    ``evidence_k`` of them and the reasoning path give the answer. Off: Self-Ask's own answer, no call."""
+    """MER: the top ``mer_per_hop`` passages of every hop (and, as an option, the question's own top
+    ``mer_question_k``), re-ranked against the original question; the top ``evidence_k`` of them and the reasoning
+    path give the answer. Off: Self-Ask's own answer, no call."""
     ctx = context_of(runtime, SunarContext)
     path = state.get("hops", [])
     fallback = state.get("draft_answer") or (path[-1].answer if path else UNKNOWN)
@@ -232,7 +240,14 @@ async def meta_reason(state: SunarState, runtime: Runtime[SunarContext]) -> dict
         return {"answer": fallback, "passages": pool, "retrieved": pool}
 
     def best_first() -> list[Passage]:  # every hop's evidence; on a worker thread (the scorer may load its model)
-        return rerank(state["question"], pool, len(pool), get_scorer(ctx.reranker))
+        scorer = get_scorer(ctx.reranker)
+        if ctx.mer_question_k:
+            r0 = ctx.pool(state["question"], ctx.first_stage_k, ctx.first_stage)
+            own = rerank(state["question"], r0, ctx.mer_question_k, scorer)
+            candidates = list({p.id: p for p in pool + own}.values())
+        else:
+            candidates = pool
+        return rerank(state["question"], candidates, len(candidates), scorer)
 
     ranked = await asyncio.to_thread(best_first)
     evidence = ranked[: ctx.evidence_k]

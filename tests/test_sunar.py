@@ -13,6 +13,7 @@ from agent.llm.calls import LLMOptions
 from agent.llm.parsing import ParseError, parse_self_ask, parse_short_answer
 from agent.retrieval.collections import open_store
 from agent.retrieval.nar import neighbourhood_rerank
+from agent.retrieval.pipeline import first_stage
 from agent.retrieval.rerank import rerank
 from agent.retrieval.scorers import get_scorer
 from agent.steps.equivalence import LLMEquivalence, TokenEquivalence, get_equivalence, normalize, semantic_sets
@@ -427,6 +428,27 @@ def test_ablations_switch_off_nar_and_mer_and_r0_can_follow_each_sub_question(pl
         per_sub.extra["hops"][0].evidence_ids[0],
         per_sub.extra["hops"][1].evidence_ids[0],
     }  # one passage a hop: MER's
+
+
+def test_mer_can_add_the_questions_own_top_passages_to_a_one_sided_decomposition(planted, scripted):
+    def run(**options):
+        name, model = scripted({
+            "sunar_decompose": ["Follow up: What is the capital city of Zorbania?", "So the final answer is: Ostra"],
+            "sunar_answer_sub": "Answer: Velmora", "sunar_meta_reason": "Answer: Ostra",
+        })  # fmt: skip
+        common = {"collection": planted, "batch_size": 4, "budget": 8, "neighbours_k": 2, "asu": False}
+        result = agent.run(QUESTION, method="sunar", llm=name, mer_per_hop=1, **common, **options)
+        return result, [c for c in model.calls if c.prompt == "sunar_meta_reason"][0]
+
+    official, _ = run()
+    hop_top = official.extra["hops"][0].evidence_ids[0]
+    assert [p.id for p in official.passages] == [hop_top]  # only the sub-question's passage reaches MER
+    widened, mer = run(mer_question_k=2)
+    r0 = first_stage(open_store(planted), [QUESTION], 100, "bm25")[0]
+    own = [p.id for p in rerank(QUESTION, r0, 2, get_scorer("cross-encoder"))]
+    assert {p.id for p in widened.passages} == {hop_top, *own} and len(own) == 2
+    assert all(f"{p.title} | «" in mer.user for p in widened.passages)  # the final answer reads them all
+    assert [p.score for p in widened.passages] == sorted((p.score for p in widened.passages), reverse=True)
 
 
 def test_answers_reason_step_by_step_and_the_short_style_stays_an_option(planted, scripted):
