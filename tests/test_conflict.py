@@ -34,6 +34,18 @@ def test_only_disagreeing_answers_to_one_interpretation_form_a_group():
     assert conflicting_groups(agreeing) == []
 
 
+def test_a_date_and_a_place_answer_different_questions_and_do_not_compete():
+    born = "When was Joseph Lafontaine born in Canada East?"
+    grew_up = "Where did Joseph Lafontaine grow up in Canada East?"
+    pairs = [
+        Disambiguation(question=born, answer="1865", passage_ids=["d0"]),
+        Disambiguation(question=grew_up, answer="Saint-Barthélémi", passage_ids=["d0", "d1"]),
+        Disambiguation(question=born, answer="March 15, 1870", passage_ids=["d2"]),
+    ]
+    assert conflicting_groups(pairs[:2]) == []  # not one interpretation: the place cannot outvote the year
+    assert conflicting_groups(pairs) == [[0, 2]]  # the two years still compete
+
+
 def test_answers_are_compared_by_what_they_add_to_their_question(scripted):
     asked = "Where is Fort Buchanan located?"
     worded = [

@@ -59,13 +59,18 @@ def answer_key(pair: Disambiguation) -> str:
 
 def conflicting_groups(pairs: list[Disambiguation], threshold: float = SAME_QUESTION) -> list[list[int]]:
     """Indexes of ``pairs`` grouped by interpretation (each joins the first group whose first question is close
-    enough), keeping the groups whose answers differ (``answer_key``)."""
+    enough and whose answers are of its kind, with or without a digit), keeping the groups whose answers differ
+    (``answer_key``). A year and a place do not compete: their questions embed alike ("When was X born in Canada
+    East?", "Where did X grow up in Canada East?") but ask different things."""
     if len(pairs) < 2:
         return []
     vectors = embed([p.question for p in pairs])
+    numeric = [any(c.isdigit() for c in p.answer) for p in pairs]
     groups: list[list[int]] = []
     for i, vector in enumerate(vectors):
-        home = next((g for g in groups if float(vectors[g[0]] @ vector) >= threshold), None)
+        home = next(
+            (g for g in groups if numeric[g[0]] == numeric[i] and float(vectors[g[0]] @ vector) >= threshold), None
+        )
         if home is None:
             groups.append([i])
         else:
