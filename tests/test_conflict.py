@@ -29,9 +29,9 @@ PAIRS = [
 
 
 def test_only_disagreeing_answers_to_one_interpretation_form_a_group():
-    assert conflicting_groups(PAIRS) == [[0, 1]]
+    assert conflicting_groups(PAIRS, PASSAGES) == [[0, 1]]
     agreeing = [PAIRS[0], PAIRS[1].model_copy(update={"answer": "1963."})]
-    assert conflicting_groups(agreeing) == []
+    assert conflicting_groups(agreeing, PASSAGES) == []
 
 
 def test_a_date_and_a_place_answer_different_questions_and_do_not_compete():
@@ -42,8 +42,14 @@ def test_a_date_and_a_place_answer_different_questions_and_do_not_compete():
         Disambiguation(question=grew_up, answer="Saint-Barthélémi", passage_ids=["d0", "d1"]),
         Disambiguation(question=born, answer="March 15, 1870", passage_ids=["d2"]),
     ]
-    assert conflicting_groups(pairs[:2]) == []  # not one interpretation: the place cannot outvote the year
-    assert conflicting_groups(pairs) == [[0, 2]]  # the two years still compete
+    told = "Joseph Lafontaine was born on {} in Canada East and grew up in Saint-Barthélémi."
+    docs = [
+        Passage(id="d0", text=told.format("November 25, 1865")),
+        Passage(id="d1", text="Joseph Lafontaine grew up in Saint-Barthélémi, Canada East, where his father farmed."),
+        Passage(id="d2", text=told.format("March 15, 1870")),
+    ]
+    assert conflicting_groups(pairs[:2], docs) == []  # not one interpretation: the place cannot outvote the year
+    assert conflicting_groups(pairs, docs) == [[0, 2]]  # the two years still compete
 
 
 def test_answers_are_compared_by_what_they_add_to_their_question(scripted):
@@ -57,10 +63,10 @@ def test_answers_are_compared_by_what_they_add_to_their_question(scripted):
     pairs = [Disambiguation(question=asked, answer=a, passage_ids=[f"d{n}"]) for n, a in enumerate(worded)]
     assert [answer_key(p) for p in pairs] == ["arizona", "arizona", "arizona", "virginia"]
     assert answer_key(Disambiguation(question=asked, answer="Fort Buchanan")) == "fort buchanan"  # nothing added
-    assert conflicting_groups(pairs[:3]) == []
-    counted = [Disambiguation(question="What is the population of Sherbourne?", answer=a) for a in ("9,523", "9 523")]
-    assert {answer_key(p) for p in counted} == {"9523"} and conflicting_groups(counted) == []
     docs = [Passage(id=f"d{n}", text=f"Fort Buchanan: {a}.") for n, a in enumerate(worded)]
+    assert conflicting_groups(pairs[:3], docs) == []
+    counted = [Disambiguation(question="What is the population of Sherbourne?", answer=a) for a in ("9,523", "9 523")]
+    assert {answer_key(p) for p in counted} == {"9523"} and conflicting_groups(counted, []) == []
     name, model = scripted({"conflict_judge": "Keep: 2"})
     kept, passages, conflicts = asyncio.run(settle(asked, pairs, docs, LLMOptions(llm=name), both_orders=True))
     assert model.calls == [] and [p.answer for p in kept] == worded[:3] and "d3" not in {p.id for p in passages}
@@ -68,6 +74,29 @@ def test_answers_are_compared_by_what_they_add_to_their_question(scripted):
         (["Fort Buchanan is located in Arizona", "Fort Buchanan is in Virginia"], ["Fort Buchanan is located in Arizona"],
          "majority")
     ]  # fmt: skip
+
+
+def test_answers_from_passages_about_different_subjects_both_stand(scripted):
+    asked = "Who directed the film Baby Doll?"  # readers often repeat the ambiguous question word for word
+    told = "Baby Doll is a 1956 American black comedy film directed by {}, starring Carroll Baker and Karl Malden."
+    docs = [
+        Passage(id="kazan", text=told.format("Elia Kazan")),
+        Passage(id="giraldi", text="La bambolona (Baby Doll) is a 1968 Italian film directed by Franco Giraldi."),
+        Passage(id="edited", text=told.format("Martin Scorsese")),  # an edited copy: misinformation
+    ]
+    pairs = [
+        Disambiguation(question=asked, answer=name, passage_ids=[doc.id])
+        for name, doc in zip(("Elia Kazan", "Franco Giraldi", "Martin Scorsese"), docs)
+    ]
+    assert conflicting_groups(pairs[:2], docs) == []  # two films, two directors: ambiguity, not a conflict
+    assert conflicting_groups(pairs, docs) == [[0, 2]]
+    name, model = scripted({"conflict_judge": lambda call: "Keep: " + re.search(r"Answer (\d): Elia", call.user)[1]})
+    kept, passages, conflicts = asyncio.run(settle(asked, pairs, docs, LLMOptions(llm=name), both_orders=True))
+    assert [p.answer for p in kept] == ["Elia Kazan", "Franco Giraldi"] and [p.id for p in passages] == [
+        "kazan",
+        "giraldi",
+    ]
+    assert [(c.answers, c.kept) for c in conflicts] == [(["Elia Kazan", "Martin Scorsese"], ["Elia Kazan"])]
 
 
 def test_the_judge_reads_each_answer_with_its_passages_and_the_loser_goes(scripted):
