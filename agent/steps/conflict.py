@@ -3,8 +3,10 @@
 Disambiguations whose questions mean the same (cosine of their embeddings ≥ ``SAME_QUESTION``) and whose passages
 tell of one subject (``same_subject``) form a group whose answers differ. Readers often repeat the ambiguous question
 word for word, so the question alone cannot tell misinformation (one subject, two claims: an edited copy of a passage)
-from ambiguity (two subjects, e.g. two films called "Baby Doll" and their two directors); the passages can. With ``rule="majority"`` (the default) the answer more passages of the group state than any other wins
-without a call (independent sources outvote one, the premise of MADAM-RAG's aggregation); a tie, or every group with
+from ambiguity (two subjects, e.g. two films called "Baby Doll" and their two directors); the passages can.
+
+With ``rule="majority"`` (the default) the answer more passages of the group state than any other wins without a
+call (independent sources outvote one, the premise of MADAM-RAG's aggregation); a tie, or every group with
 ``rule="judge"``, gets one judge call that reads each answer with the passages stating it and keeps the correct ones
 (several may stand when they answer different things). The losing disambiguations are dropped, with the passages that
 backed only them; each settled group is reported as a ``Conflict``. An unusable verdict keeps every answer.
