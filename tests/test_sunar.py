@@ -243,7 +243,7 @@ def test_sunar_decomposes_retrieves_answers_and_reasons_over_the_path(planted, s
     })  # fmt: skip
     nodes = []
     result = agent.run(QUESTION, method="sunar", llm=name, collection=planted, batch_size=4, budget=8,
-                       neighbours_k=2, temperature=0.0, on_node=lambda n, u, s: nodes.append(n))  # fmt: skip
+                       neighbours_k=2, temperature=0.0, asu=True, on_node=lambda n, u, s: nodes.append(n))  # fmt: skip
     assert nodes == ["decompose", "nar_retrieve", "answer_sub"] * 2 + ["decompose", "meta_reason"]
     assert result.answer == "Ostra"
     path = result.extra["hops"]
@@ -277,7 +277,7 @@ def test_more_semantic_sets_lower_the_retrieved_scores(planted, scripted):
             if node == "nar_retrieve":
                 retrieved.extend(update["ranked"])
 
-        result = agent.run(QUESTION, method="sunar", llm=name, collection=planted, batch_size=3, budget=6, samples=4,
+        result = agent.run(QUESTION, method="sunar", llm=name, collection=planted, batch_size=3, budget=6, samples=4, asu=True,
                            asu_style="short", equivalence="token", on_node=seen)  # fmt: skip
         return result, retrieved
 
@@ -297,7 +297,7 @@ def test_the_llm_judge_groups_differing_samples_and_is_not_asked_about_equal_one
                             "So the answer is: Velmora",
                             "sunar_entails": lambda call: "Yes" if "Second answer: Velmora" in call.user else "No",
                             "sunar_meta_reason": "So the answer is: Velmora"})  # fmt: skip
-    result = agent.run(QUESTION, method="sunar", llm=name, collection=planted, batch_size=3, budget=6, samples=3,
+    result = agent.run(QUESTION, method="sunar", llm=name, collection=planted, batch_size=3, budget=6, samples=3, asu=True,
                        equivalence="llm", max_concurrency=1, temperature=0.0)  # fmt: skip
     assert result.extra["hops"][0].semantic_sets == [2, 2]  # {Velmora, the Velmora.} and {Ostra} in each batch
     judged = [c.user for c in model.calls if c.prompt == "sunar_entails"]
@@ -305,10 +305,10 @@ def test_the_llm_judge_groups_differing_samples_and_is_not_asked_about_equal_one
     # one call a batch: equal answers need no judge, and Ostra fails the first direction
 
 
-def test_without_asu_nar_makes_no_llm_calls(planted, scripted):
+def test_asu_is_off_by_default_and_without_it_nar_makes_no_llm_calls(planted, scripted):
     name, model = scripted({"sunar_decompose": ["Follow up: " + SUB_QUESTION, "So the final answer is: Velmora"],
                             "sunar_answer_sub": "Answer: Velmora", "sunar_meta_reason": "Answer: Velmora"})  # fmt: skip
-    result = agent.run(QUESTION, method="sunar", llm=name, collection=planted, asu=False, budget=4)
+    result = agent.run(QUESTION, method="sunar", llm=name, collection=planted, budget=4)
     assert model.prompts() == ["sunar_decompose", "sunar_answer_sub", "sunar_decompose", "sunar_meta_reason"]
     assert result.extra["hops"][0].semantic_sets == []
 
