@@ -56,6 +56,17 @@ def test_an_answer_that_names_a_rejected_answer_does_not_state_it():
     assert m.rejection_scores(set(), set()) == {}
 
 
+def test_a_wrong_answer_that_is_also_gold_or_part_of_a_gold_one_is_not_misinformation():
+    # RAMDocs dev lists valid answers among the wrong ones (ramdocs-203: 1860 both), and parts of gold ones (ramdocs-116)
+    assert m.real_wrongs(["1858", "1860"], ["1860"]) == []
+    assert m.real_wrongs(["Hindi"], ["Marathi", "hindi"]) == ["Marathi"]
+    assert m.conflict_em("Fought in 1858 and 1860.", ["1858", "1860"], ["1860"]) == 1.0
+    assert m.states_wrong("He played American football.", ["Baseball", "American football"], ["Football"]) == 0.0
+    assert m.states_wrong("He played football and American football.", ["American football"], ["Football"]) == 1.0
+    assert m.states_wrong("About 42,800 people.", ["428"], ["42,800"]) == 1.0  # a wrong answer that holds a gold one
+    assert m.states_wrong("He played basketball.", ["American football"], ["Basketball", "Football"]) == 1.0
+
+
 def _agent(call) -> str:
     document = call.user.split("document:", 1)[-1]
     year = re.search(r"\b(1\d{3})\b", document)

@@ -157,16 +157,33 @@ def asserted_text(answer: str) -> str:
 
 
 def conflict_em(text: str, golds: Sequence[str], wrongs: Sequence[str]) -> float:
-    """RAMDocs' exact match: every gold answer present and no wrong answer present."""
-    return float(all(_present(g, text) for g in golds) and not any(_present(w, text) for w in wrongs))
+    """RAMDocs' exact match: every gold answer present and no wrong answer stated (``states_wrong``)."""
+    return float(all(_present(g, text) for g in golds) and not states_wrong(text, golds, wrongs))
+
+
+def real_wrongs(golds: Sequence[str], wrongs: Sequence[str]) -> list[str]:
+    """The wrong answers that are not also gold ones: RAMDocs lists some valid answers among the wrong ones too
+    (``ramdocs-203``: 1860 is gold and wrong), and stating a gold answer is not misinformation."""
+    gold = {normalize_answer(g) for g in golds}
+    return [w for w in wrongs if normalize_answer(w) and normalize_answer(w) not in gold]
+
+
+def states_wrong(text: str, golds: Sequence[str], wrongs: Sequence[str]) -> float:
+    """1 if a real wrong answer is present outside the gold answers that contain it ("football" is not stated by
+    "American football" when that is gold)."""
+    normalised = normalize_answer(text)
+    gold = [normalize_answer(g) for g in golds]
+    for wrong in map(normalize_answer, real_wrongs(golds, wrongs)):
+        rest = normalised
+        for container in sorted((g for g in gold if wrong in g), key=len, reverse=True):
+            rest = rest.replace(container, "|")
+        if wrong in rest:
+            return 1.0
+    return 0.0
 
 
 def gold_recall(text: str, golds: Sequence[str]) -> float:
     return sum(_present(g, text) for g in golds) / len(golds) if golds else 0.0
-
-
-def states_any(text: str, answers: Sequence[str]) -> float:
-    return float(any(_present(a, text) for a in answers))
 
 
 def rejection_scores(rejected: set[str], bad: set[str]) -> dict[str, float]:

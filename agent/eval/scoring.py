@@ -41,8 +41,8 @@ def score(example: Example, result: RunResult, reader: m.Reader | None = None) -
 
 def conflict_scores(example: Example, result: RunResult) -> dict[str, float]:
     """RAMDocs: exact match on what the answer states and on its whole text, gold recall, whether the answer narrates
-    its sources (as for ASQA), whether a wrong answer is stated (questions that have one), and for methods that reject
-    passages, their precision and recall against the misinformation and noise labels."""
+    its sources (as for ASQA), whether a wrong answer is stated (questions with one that is not also gold), and for
+    methods that reject passages, their precision and recall against the misinformation and noise labels."""
     stated = stated_answers(result)
     golds, wrongs = example.gold_answers, example.wrong_answers
     scores = {
@@ -51,8 +51,8 @@ def conflict_scores(example: Example, result: RunResult) -> dict[str, float]:
         "gold_recall": m.gold_recall(stated, golds),
         "narrates": float(narrates(result.answer, [p.full_text for p in result.passages])),
     }
-    if wrongs:
-        scores["misinfo_stated"] = m.states_any(stated, wrongs)
+    if m.real_wrongs(golds, wrongs):
+        scores["misinfo_stated"] = m.states_wrong(stated, golds, wrongs)
     rejected = rejected_ids(result)
     if rejected is not None:
         bad = {example.document_id(i) for i, d in enumerate(example.documents) if d.type != "correct"}
