@@ -101,6 +101,12 @@ def test_each_question_is_answered_over_its_own_documents_and_scored(dataset, sc
     madam = rows[("madam", "r1")]["metrics"]
     assert madam["em"] == 1.0 and madam["misinfo_stated"] == 0.0 and madam["gold_recall"] == 1.0
     assert madam["reject_precision"] == 1.0 and madam["reject_recall"] == 1.0  # misinfo and noise rejected
+    records = rows[("madam", "r1")]["records"]  # what the metrics read, kept so the row can be traced and re-scored
+    assert records["answers"] == [
+        {"answer": "1963", "passage_ids": ["r1-d0"]},
+        {"answer": "1956", "passage_ids": ["r1-d1"]},
+    ]
+    assert set(records["rejected_ids"]) == {"r1-d2", "r1-d3"} and rows[("rag", "r1")]["records"] == {}
     rag = rows[("rag", "r1")]["metrics"]
     assert rag["em"] == 0.0 and rag["gold_recall"] == 0.5 and "reject_recall" not in rag
     assert rag["narrates"] == 0.0 and rows[("closed_book", "r1")]["metrics"]["narrates"] == 0.0

@@ -247,6 +247,7 @@ def run_one(
         "retrieved_ids": None if result.retrieved is None else [p.id for p in result.retrieved],
         "metrics": score(example, result, reader),
         "details": details(result),
+        "records": records(result),
         "cost": {
             "llm_calls": total.calls,
             "input_tokens": total.input_tokens,
@@ -276,6 +277,20 @@ def details(result: RunResult) -> dict[str, Any]:
             out[f"{key}_count"] = len(value)
             out.update(_number_lists(key, value))
     return out
+
+
+RECORDED = ("answers", "rejected_ids", "conflicts")
+
+
+def records(result: RunResult) -> dict[str, list[Any]]:
+    """The decisions a row's metrics read and a reader needs to trace it, as they are: MADAM's answers with their
+    documents and its rejected documents, the conflict step's conflicts (answers, the kept ones, the rule that kept
+    them, the passages dropped)."""
+    return {
+        key: [item.model_dump() if isinstance(item, BaseModel) else item for item in result.extra[key]]
+        for key in RECORDED
+        if isinstance(result.extra.get(key), list)
+    }
 
 
 def _number_lists(key: str, items: list[Any]) -> dict[str, list[int | float]]:
