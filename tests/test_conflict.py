@@ -10,7 +10,7 @@ import pytest
 import agent
 from agent.llm.calls import LLMOptions
 from agent.schemas import Disambiguation, Passage
-from agent.steps.conflict import answer_key, conflicting_groups, disputes, parse_keep, settle
+from agent.steps.conflict import answer_key, answer_keys, conflicting_groups, disputes, parse_keep, settle
 
 QUESTION = "In which year was Michael Jordan born?"
 PASSAGES = [
@@ -74,6 +74,28 @@ def test_answers_are_compared_by_what_they_add_to_their_question(scripted):
         (["Fort Buchanan is located in Arizona", "Fort Buchanan is in Virginia"], ["Fort Buchanan is located in Arizona"],
          "majority")
     ]  # fmt: skip
+
+
+def test_a_longer_wording_of_an_answer_counts_with_it(scripted):
+    asked = "What is the broadcast format of WCMA?"  # ramdocs-148: three correct documents, two edited copies
+    worded = ["Classical Music", "AM radio station broadcasting a Spanish Tropical format", "Tropical",
+              "Spanish Tropical", "Classical Music"]  # fmt: skip
+    pairs = [Disambiguation(question=asked, answer=a, passage_ids=[f"d{n}"]) for n, a in enumerate(worded)]
+    keys = answer_keys(pairs)
+    assert len(set(keys)) == 2 and keys[1] == keys[2] == keys[3] != keys[0] == keys[4]
+    told = "WCMA is an AM radio station licensed to Bayamón, Puerto Rico, broadcasting a {} format."
+    docs = [
+        Passage(id=f"d{n}", text=told.format("Classical Music" if n in (0, 4) else "Spanish Tropical"))
+        for n in range(5)
+    ]
+    name, model = scripted({"conflict_judge": "Keep: 1"})  # a judge that would keep the misinformation
+    kept, _, conflicts = asyncio.run(settle(asked, pairs, docs, LLMOptions(llm=name)))
+    assert model.calls == [] and conflicts[0].by == "majority" and "Classical Music" not in {p.answer for p in kept}
+    dates = [Disambiguation(question="When was Richard Aldworth born?", answer=a) for a in ("1750", "12 December 1750")]
+    lanterns = [Disambiguation(question="What is the common name for Yellow Lantern?", answer=a)
+                for a in ("Yellow lantern", "yellow lantern banksia", "Red lantern banksia")]  # fmt: skip
+    assert len(set(answer_keys(dates))) == 2  # another number: another answer
+    assert len(set(answer_keys(lanterns))) == 2 and answer_keys(lanterns)[0] == answer_keys(lanterns)[1]
 
 
 def test_answers_from_passages_about_different_subjects_both_stand(scripted):

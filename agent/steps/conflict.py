@@ -12,7 +12,9 @@ call (independent sources outvote one, the premise of MADAM-RAG's aggregation); 
 backed only them; each settled group is reported as a ``Conflict``. An unusable verdict keeps every answer.
 
 Answers are compared by what they add to their question (``answer_key``): "Fort Buchanan is located in Arizona",
-"Fort Buchanan, Arizona" and "Arizona" are one answer to "Where is Fort Buchanan located?", stated by all their passages.
+"Fort Buchanan, Arizona" and "Arizona" are one answer to "Where is Fort Buchanan located?", stated by all their passages;
+so are an answer and a longer one that holds all its words and the same numbers (``answer_keys``: "Tropical", "Spanish
+Tropical" and "AM radio station broadcasting a Spanish Tropical format").
 
 With ``both_orders`` the judge reads a group twice, its answers in one order and then in reverse, and an answer stands
 only if kept both times: a small judge tends to keep whichever answer sits in one position, and an answer it keeps in
@@ -66,10 +68,25 @@ def answer_key(pair: Disambiguation) -> str:
     return " ".join(w for w in answer.split() if w not in asked) or answer
 
 
+def answer_keys(pairs: list[Disambiguation]) -> list[str]:
+    """Each pair's ``answer_key``, or that of the longest answer holding all its normalised words and the same numbers,
+    so that a longer wording of one answer counts with it ("Tropical" with "Spanish Tropical"; "1750" stays apart
+    from "12 December 1750", "Yellow lantern" from "Red lantern banksia")."""
+    words = [set(normalize_answer(p.answer).split()) for p in pairs]
+    numbers = [{w for w in ws if any(c.isdigit() for c in w)} for ws in words]
+
+    def host(i: int) -> int:
+        holders = [j for j in range(len(pairs)) if words[i] <= words[j] and numbers[i] == numbers[j]]
+        return max(holders, key=lambda j: (len(words[j]), -j)) if words[i] else i
+
+    keys = [answer_key(p) for p in pairs]
+    return [keys[host(i)] for i in range(len(pairs))]
+
+
 def conflicting_groups(
     pairs: list[Disambiguation], passages: list[Passage], threshold: float = SAME_QUESTION
 ) -> list[list[int]]:
-    """Indexes of ``pairs`` grouped by interpretation, keeping the groups whose answers differ (``answer_key``).
+    """Indexes of ``pairs`` grouped by interpretation, keeping the groups whose answers differ (``answer_keys``).
 
     A pair joins the first group whose first question is close enough and whose answers are of its kind, with or
     without a digit (a year and a place do not compete: "When was X born in Canada East?" and "Where did X grow up in
@@ -89,8 +106,9 @@ def conflicting_groups(
         else:
             home.append(i)
     words = {p.id: set(content_words(p.full_text)) for p in passages}
-    parts = [part for group in groups for part in subject_parts(group, pairs, words)]
-    return [part for part in parts if len({answer_key(pairs[i]) for i in part}) > 1]
+    keys = answer_keys(pairs)
+    parts = [part for group in groups for part in subject_parts(group, pairs, words, keys)]
+    return [part for part in parts if len({keys[i] for i in part}) > 1]
 
 
 def same_subject(a: set[str], b: set[str]) -> bool:
@@ -99,12 +117,14 @@ def same_subject(a: set[str], b: set[str]) -> bool:
     return bool(a and b) and len(a & b) >= SAME_SUBJECT * min(len(a), len(b))
 
 
-def subject_parts(group: list[int], pairs: list[Disambiguation], words: dict[str, set[str]]) -> list[list[int]]:
-    """``group`` split into the parts linked by an answer in common or by passages of one subject (a pair whose
-    passages are unknown links by its answer only)."""
+def subject_parts(
+    group: list[int], pairs: list[Disambiguation], words: dict[str, set[str]], keys: list[str]
+) -> list[list[int]]:
+    """``group`` split into the parts linked by an answer in common (``keys``) or by passages of one subject (a pair
+    whose passages are unknown links by its answer only)."""
 
     def linked(i: int, j: int) -> bool:
-        if answer_key(pairs[i]) == answer_key(pairs[j]):
+        if keys[i] == keys[j]:
             return True
         return any(
             same_subject(words[a], words[b])
@@ -120,11 +140,11 @@ def subject_parts(group: list[int], pairs: list[Disambiguation], words: dict[str
     return sorted(parts)
 
 
-def majority(group: list[int], pairs: list[Disambiguation]) -> set[str] | None:
+def majority(group: list[int], pairs: list[Disambiguation], keys: list[str]) -> set[str] | None:
     """The answer key that more distinct passages of ``group`` state than any other; None on a tie."""
     support: dict[str, set[str]] = {}
     for i in group:
-        support.setdefault(answer_key(pairs[i]), set()).update(pairs[i].passage_ids or [f"pair {i}"])
+        support.setdefault(keys[i], set()).update(pairs[i].passage_ids or [f"pair {i}"])
     (best, most), *rest = sorted(support.items(), key=lambda item: -len(item[1]))
     return None if rest and len(rest[0][1]) == len(most) else {best}
 
@@ -151,19 +171,18 @@ async def settle(
     left undecided, and the passages behind only those, and the conflicts settled."""
     by_id = {p.id: p for p in passages}
     groups = conflicting_groups(pairs, passages)
-    voted = [majority(group, pairs) if rule == "majority" else None for group in groups]
+    answers = answer_keys(pairs)
+    voted = [majority(group, pairs, answers) if rule == "majority" else None for group in groups]
 
     async def judge(task: tuple[list[int], bool]) -> Reply[list[int]]:
         group, reverse = task
-        keys = list(dict.fromkeys(answer_key(pairs[i]) for i in group))
+        keys = list(dict.fromkeys(answers[i] for i in group))
         order = keys[::-1] if reverse else keys
         shown = "\n\n".join(
-            f"Answer {n}: {wording(group, pairs, key)}\n"
+            f"Answer {n}: {wording(group, pairs, answers, key)}\n"
             + "\n".join(
                 passage_text(by_id[pid])
-                for pid in dict.fromkeys(
-                    pid for i in group if answer_key(pairs[i]) == key for pid in pairs[i].passage_ids
-                )
+                for pid in dict.fromkeys(pid for i in group if answers[i] == key for pid in pairs[i].passage_ids)
                 if pid in by_id
             )
             for n, key in enumerate(order, 1)
@@ -181,19 +200,19 @@ async def settle(
     losing: set[int] = set()
     conflicts: list[Conflict] = []
     for group, winner in zip(groups, voted):
-        keys = list(dict.fromkeys(answer_key(pairs[i]) for i in group))
+        keys = list(dict.fromkeys(answers[i] for i in group))
         if winner is None:
             verdicts = [set(next(judged).value) for _ in orders]
             kept = {key for k, key in enumerate(keys) if all(k in v for v in verdicts)}
         else:
             kept = winner
-        losing |= {i for i in group if answer_key(pairs[i]) not in kept}
+        losing |= {i for i in group if answers[i] not in kept}
         by: SettledBy = "majority" if winner is not None else "judge" if kept else "undecided"
         conflicts.append(
             Conflict(
                 question=pairs[group[0]].question,
-                answers=[wording(group, pairs, key) for key in keys],
-                kept=[wording(group, pairs, key) for key in keys if key in kept],
+                answers=[wording(group, pairs, answers, key) for key in keys],
+                kept=[wording(group, pairs, answers, key) for key in keys if key in kept],
                 by=by,
             )
         )
@@ -205,9 +224,9 @@ async def settle(
     return survivors, [p for p in passages if p.id not in dropped], conflicts
 
 
-def wording(group: list[int], pairs: list[Disambiguation], key: str) -> str:
-    """The first answer in ``group`` with ``key``, as the reader worded it."""
-    return next(pairs[i].answer for i in group if answer_key(pairs[i]) == key)
+def wording(group: list[int], pairs: list[Disambiguation], keys: list[str], key: str) -> str:
+    """The first answer in ``group`` with ``key`` (of ``keys``), as the reader worded it."""
+    return next(pairs[i].answer for i in group if keys[i] == key)
 
 
 def disputes(conflicts: list[Conflict]) -> str:
