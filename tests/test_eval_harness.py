@@ -206,7 +206,7 @@ def test_details_keep_numbers_and_labels_and_count_lists():
 
 
 def test_sunar_semantic_sets_per_batch_reach_the_row_and_the_summary(tmp_path):
-    from agent.eval.harness import details
+    from agent.eval.harness import details, records
     from agent.eval.report import summarize, write_reports
     from agent.schemas import RunResult
     from graphs.sunar import Hop
@@ -214,6 +214,7 @@ def test_sunar_semantic_sets_per_batch_reach_the_row_and_the_summary(tmp_path):
     hops = [Hop(sub_question="a?", answer="x", semantic_sets=[1, 3]), Hop(sub_question="b?", answer="y")]
     result = RunResult(question="q", method="sunar", answer="y", extra={"hops": hops})
     assert details(result) == {"hops_count": 2, "hops.semantic_sets": [1, 3]}
+    assert [h["sub_question"] for h in records(result)["hops"]] == ["a?", "b?"]  # the path, to trace a row's answer
 
     rows = [
         {"method": "sunar", "id": str(i), "disambiguations": [], "metrics": {"em": 1.0},

@@ -279,13 +279,13 @@ def details(result: RunResult) -> dict[str, Any]:
     return out
 
 
-RECORDED = ("answers", "rejected_ids", "conflicts")
+RECORDED = ("answers", "rejected_ids", "conflicts", "hops")
 
 
 def records(result: RunResult) -> dict[str, list[Any]]:
     """The decisions a row's metrics read and a reader needs to trace it, as they are: MADAM's answers with their
     documents and its rejected documents, the conflict step's conflicts (answers, the kept ones, the rule that kept
-    them, the passages dropped)."""
+    them, the passages dropped), SUNAR's reasoning path (each hop's sub-question, answer and evidence)."""
     return {
         key: [item.model_dump() if isinstance(item, BaseModel) else item for item in result.extra[key]]
         for key in RECORDED
