@@ -10,7 +10,7 @@ import pytest
 import agent
 from agent.errors import ConfigError
 from agent.llm.calls import LLMOptions
-from agent.llm.parsing import ParseError, parse_self_ask, parse_short_answer
+from agent.llm.parsing import ParseError, parse_final_answer, parse_self_ask, parse_short_answer
 from agent.retrieval.collections import open_store
 from agent.retrieval.nar import neighbourhood_rerank
 from agent.retrieval.pipeline import first_stage
@@ -220,6 +220,14 @@ def test_short_answer_drops_the_label_and_full_stop():
     )
     with pytest.raises(ParseError):
         parse_short_answer("Answer:  ")
+
+
+@pytest.mark.parametrize("reply", ["Answer: not a sentence", "<short answer>", "So the answer is: Short answer."])
+def test_a_copied_format_placeholder_is_no_answer(reply):
+    # seen on HotpotQA tuning rows: "So the answer is: not a sentence" stood as SUNAR's final answer
+    with pytest.raises(ParseError):
+        parse_final_answer(f"Reasoning: the passages say little.\n{reply}")
+    assert parse_final_answer("Reasoning: [1] says so.\nSo the answer is: A Short Answer Band") == "A Short Answer Band"
 
 
 # --- the graph ---

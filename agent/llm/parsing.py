@@ -227,12 +227,19 @@ def parse_self_ask(text: str) -> tuple[bool, str]:
     return match["kind"].lower().startswith("follow"), value
 
 
+_FORMAT_ECHOES = {"short answer", "not a sentence", "a short answer"}  # the format's own words, copied back
+
+
 def parse_short_answer(text: str) -> str:
-    """A short factoid answer: the first non-empty line, without an ``Answer:`` label or a final full stop."""
+    """A short factoid answer: the first non-empty line, without an ``Answer:`` label or a final full stop. The
+    format's placeholder copied back ("<short answer>", "not a sentence") is no answer: ``ParseError``."""
     lines = [strip_label(line) for line in text.strip().splitlines() if strip_label(line)]
     if not lines or not any(ch.isalnum() for ch in lines[0]):
         raise ParseError("the answer is empty or has no letters or digits")
-    return _clean(lines[0]).rstrip(".").strip()
+    answer = _clean(lines[0]).rstrip(".").strip()
+    if answer.strip("<>").lower() in _FORMAT_ECHOES:
+        raise ParseError(f"the answer copies the format's placeholder: {answer!r}")
+    return answer
 
 
 _NULL_WORDS = {"", "null", "none", "n/a", "na", "unknown", "abstain"}
