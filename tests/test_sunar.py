@@ -364,6 +364,7 @@ def test_bench_recall_compares_bm25_nar_and_nar_with_asu(planted, scripted):
     assert report["bm25_recall@10"] == report["bm25_ce_recall@10"] == 0.5  # BM25 never sees the planted passage
     assert report["nar_recall@10"] == report["nar_asu_recall@10"] == 1.0  # the frontier brings it in
     assert report["nar_asu_llm_calls"] == len(model.calls) >= 10 and set(model.prompts()) == {"sunar_answer_sub"}
+    assert report["pool_recall"] == 0.5 and report["pool_k"] == 100  # the control's whole pool lacks it too
     assert report["nar_minus_bm25_ce"]["diff"] == 0.5 and report["nar_asu_semantic_sets"] == {
         "1": len(model.calls) // 10
     }

@@ -1,5 +1,6 @@
 """SUNAR's retrieval ablation: supporting-paragraph recall@k of BM25, BM25 + the re-ranker (the LLM-free control: NAR
-without its neighbour frontier), NAR without ASU and NAR with ASU."""
+without its neighbour frontier), NAR without ASU and NAR with ASU; and the recall of the first-stage pool the control
+re-ranks, whose misses are all the frontier can add."""
 
 from __future__ import annotations
 
@@ -78,6 +79,9 @@ def _nar_question(sunar: Any, store: Any, contexts: dict[str, Any], example: Exa
 
     first_stage = [p.id for p in store.sparse_many([example.question], k)[0]]
     row: dict[str, Any] = {"bm25": support_recall(first_stage, example.supporting_ids)}
+    control = contexts["bm25_ce"]
+    pool = control.pool(example.question, control.first_stage_k, control.first_stage)  # what the control re-ranks
+    row["pool"], row["pool_k"] = support_recall([p.id for p in pool], example.supporting_ids), control.first_stage_k
     top: dict[str, list[str]] = {}
     for name, context in contexts.items():
         start = time.perf_counter()
@@ -122,6 +126,11 @@ def _nar_report(figures: list[dict[str, Any]], variants: list[str], k: int, asu:
         if diff:
             report[f"{a}_minus_{b}"] = {"diff": diff["diff"], "ci95": diff["ci95"]}
     report |= {f"{name}_seconds": mean(f"{name}_seconds") for name in variants}
+    if pooled := [
+        row["pool"] for row in figures if "pool" in row
+    ]:  # rows recorded before the pool was measured lack it
+        report["pool_recall"] = round(statistics.fmean(pooled), 4)
+        report["pool_k"] = next(row["pool_k"] for row in figures if "pool" in row)
     if asu and figures:
         report["nar_asu_llm_calls"] = mean("nar_asu_llm_calls")
         counts = Counter(s for row in figures for s in row["nar_asu_semantic_sets"])
@@ -152,6 +161,11 @@ def format_nar(o: dict[str, Any]) -> list[str]:
         "paired: " + "; ".join(diffs),
         "(per question: " + "; ".join(timing) + ")",
     ]
+    if "pool_recall" in o:
+        lines.append(
+            f"the control's pool (the first stage's top {o['pool_k']}) holds {o['pool_recall']:.3f} of them: "
+            "the frontier can add only what it lacks"
+        )
     if sets := o.get("nar_asu_semantic_sets"):
         lines.append("ASU semantic sets per batch: " + ", ".join(f"{s}: {n} batches" for s, n in sets.items()))
     return lines
