@@ -126,11 +126,10 @@ def _nar_report(figures: list[dict[str, Any]], variants: list[str], k: int, asu:
         if diff:
             report[f"{a}_minus_{b}"] = {"diff": diff["diff"], "ci95": diff["ci95"]}
     report |= {f"{name}_seconds": mean(f"{name}_seconds") for name in variants}
-    if pooled := [
-        row["pool"] for row in figures if "pool" in row
-    ]:  # rows recorded before the pool was measured lack it
-        report["pool_recall"] = round(statistics.fmean(pooled), 4)
-        report["pool_k"] = next(row["pool_k"] for row in figures if "pool" in row)
+    pooled = [row for row in figures if "pool" in row]  # rows recorded before the pool was measured lack it
+    if pooled:
+        report["pool_recall"] = round(statistics.fmean(row["pool"] for row in pooled), 4)
+        report["pool_k"] = pooled[0]["pool_k"]
     if asu and figures:
         report["nar_asu_llm_calls"] = mean("nar_asu_llm_calls")
         counts = Counter(s for row in figures for s in row["nar_asu_semantic_sets"])
