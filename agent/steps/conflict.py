@@ -84,9 +84,13 @@ def answer_keys(pairs: list[Disambiguation]) -> list[str]:
 
 
 def conflicting_groups(
-    pairs: list[Disambiguation], passages: list[Passage], threshold: float = SAME_QUESTION
+    pairs: list[Disambiguation],
+    passages: list[Passage],
+    keys: list[str] | None = None,
+    threshold: float = SAME_QUESTION,
 ) -> list[list[int]]:
-    """Indexes of ``pairs`` grouped by interpretation, keeping the groups whose answers differ (``answer_keys``).
+    """Indexes of ``pairs`` grouped by interpretation, keeping the groups whose answers differ (``keys``: the pairs'
+    ``answer_keys``, computed when not given).
 
     A pair joins the first group whose first question is close enough and whose answers are of its kind, with or
     without a digit (a year and a place do not compete: "When was X born in Canada East?" and "Where did X grow up in
@@ -106,7 +110,7 @@ def conflicting_groups(
         else:
             home.append(i)
     words = {p.id: set(content_words(p.full_text)) for p in passages}
-    keys = answer_keys(pairs)
+    keys = keys if keys is not None else answer_keys(pairs)
     parts = [part for group in groups for part in subject_parts(group, pairs, words, keys)]
     return [part for part in parts if len({keys[i] for i in part}) > 1]
 
@@ -170,8 +174,8 @@ async def settle(
     """``pairs`` and ``passages`` without the answers that lost (to a majority of passages or to the judge) or were
     left undecided, and the passages behind only those, and the conflicts settled."""
     by_id = {p.id: p for p in passages}
-    groups = conflicting_groups(pairs, passages)
     answers = answer_keys(pairs)
+    groups = conflicting_groups(pairs, passages, answers)
     voted = [majority(group, pairs, answers) if rule == "majority" else None for group in groups]
 
     async def judge(task: tuple[list[int], bool]) -> Reply[list[int]]:
