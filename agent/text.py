@@ -141,14 +141,17 @@ def unnarrated(sentence: str) -> str:
 
 _NAME_OR_NUMBER = re.compile(r"(?<![.!?]\s)(?<![\n\"“])(?<!^)\b[A-Z][\w'’-]*|\b\d[\d,]*")  # no sentence's first word
 _CITATION = re.compile(r"\[\d+\]")
+_NUMBER = re.compile(r"\b\d[\d,]*")
 
 
-def unborrowed(text: str, demonstration: str, sources: Sequence[str]) -> str:
+def unborrowed(text: str, demonstration: str, sources: Sequence[str], numbers_only: bool = False) -> str:
     """``text`` less the sentences that carry a name or number of ``demonstration`` (a prompt's worked example)
     that none of ``sources`` holds: a small model copying its example's facts into an answer ("E. L. James's novel
-    was published on June 20, 2011" in an answer about "A Single Man"). '' when every sentence does."""
+    was published on June 20, 2011" in an answer about "A Single Man"). '' when every sentence does.
+    ``numbers_only`` looks at numbers alone: for a casebook of several examples, whose names ("North America",
+    "June") an answer may state from its own passages' wording without having copied them."""
     held = set(_words(" ".join(sources)))
-    named = _NAME_OR_NUMBER.findall(_CITATION.sub("", demonstration))
+    named = (_NUMBER if numbers_only else _NAME_OR_NUMBER).findall(_CITATION.sub("", demonstration))
     foreign = {w for w in _words(" ".join(named)) if w not in held}
     return " ".join(s for s in sentences(text) if not foreign & set(_words(_CITATION.sub("", s))))
 

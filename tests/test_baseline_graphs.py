@@ -364,3 +364,48 @@ def test_rag_leaves_an_answer_that_skips_a_reading_as_it_is_by_default(collectio
     name, model = scripted({"rag_extract": EXTRACT, "rag_generate": ONE_READING})
     assert agent.run(QUESTION, llm=name, collection=collection).answer == ONE_READING.removeprefix("Answer: ")
     assert model.prompts() == ["rag_extract", "rag_generate"]
+
+
+def _borrowed_year() -> str:
+    """A year the question's worked examples state and no passage of the tiny collection holds."""
+    from graphs.rag import RagContext
+
+    assert "2014" in RagContext().casebook(QUESTION)
+    return "2014"
+
+
+def test_a_sentence_that_borrows_a_number_from_the_worked_examples_is_dropped_and_its_reading_written_again(
+    collection, scripted
+):
+    borrowed = f"Answer: The film premiered in London on 4 November 2001. It reached US cinemas in {_borrowed_year()}."
+    sentence = "Answer: US cinemas showed it from 16 November 2001."
+    name, model = scripted({"rag_extract": EXTRACT, "rag_generate": borrowed, "rag_generate_pairs": sentence})
+    result = agent.run(QUESTION, llm=name, collection=collection)
+    assert model.prompts() == ["rag_extract", "rag_generate", "rag_generate_pairs"]
+    assert "16 November 2001" in model.calls[2].user and "world premiere" not in model.calls[2].user
+    assert (
+        result.answer == "The film premiered in London on 4 November 2001. US cinemas showed it from 16 November 2001."
+    )
+
+
+def test_an_answer_left_with_nothing_after_the_borrowed_numbers_lists_the_pairs_when_they_cannot_be_written(
+    collection, scripted
+):
+    borrowed = f"Answer: The film came out on 23 May {_borrowed_year()} in North America."
+    script = {"rag_extract": EXTRACT, "rag_generate": borrowed, "rag_generate_pairs": "Answer: It came out."}
+    name, model = scripted(script)
+    result = agent.run(QUESTION, llm=name, collection=collection)
+    assert model.prompts().count("rag_generate_pairs") == 3  # the run's 2 retries
+    assert result.answer == (
+        "When was the world premiere of the film? 4 November 2001. When was it released in US cinemas? 16 November 2001."
+    )
+
+
+def test_a_sentence_written_for_a_left_out_reading_must_not_borrow_a_number_either(collection, scripted):
+    borrowed_too = f"Answer: US cinemas showed it from 16 November 2001, and again in {_borrowed_year()}."
+    sentence = "Answer: US cinemas showed it from 16 November 2001."
+    script = {"rag_extract": EXTRACT, "rag_generate": ONE_READING, "rag_generate_pairs": [borrowed_too, sentence]}
+    name, model = scripted(script)
+    result = agent.run(QUESTION, llm=name, collection=collection, complete_readings=True)
+    assert model.prompts() == ["rag_extract", "rag_generate", "rag_generate_pairs", "rag_generate_pairs"]
+    assert result.answer.endswith(" US cinemas showed it from 16 November 2001.")

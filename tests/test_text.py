@@ -151,3 +151,13 @@ def test_a_sentence_is_borrowed_when_it_carries_an_example_name_that_nothing_rea
         "It is a film [1]. It opened on February 13, 2015 [3]."
     )
     assert unborrowed(text, "", []) == text
+
+
+def test_with_numbers_only_a_borrowed_name_stays_and_a_borrowed_date_goes():
+    from agent.text import unborrowed
+
+    casebook = "Long answer: The Fast and the Furious opened in North America on June 22, 2001 [1]."
+    text = "The film opened in North America in 2003 [1]. It was released on June 22, 2001."
+    passages = ["Pirates of the Caribbean is a 2003 American film.", "It opened in July."]
+    assert unborrowed(text, casebook, passages, numbers_only=True) == "The film opened in North America in 2003 [1]."
+    assert unborrowed(text, casebook, passages) == ""  # "North America" is the example's too

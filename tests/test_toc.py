@@ -270,7 +270,8 @@ def test_the_verifier_sees_the_root_question_the_answer_and_the_best_passage_hol
 
 def test_answer_generation_prefers_passages_that_contain_the_answers(hockey, scripted):
     replies = {AQ: pairs(DQ["D"], ("Which team lost to the United States at Lake Placid in 1980?", "Soviet Union"))}
-    name, _ = scripted({"rag_extract": by_question(replies), "rag_generate": GENERATE})
+    answer = "Answer: The Czech Republic won in 1998, and the Soviet Union lost to the United States in 1980."
+    name, _ = scripted({"rag_extract": by_question(replies), "rag_generate": answer})
     result = run(name, hockey, answer_passages=3)
     assert [p.id for p in result.passages][:2] == ["hockey-1998", "hockey-1980"]
     assert result.passages[2].id not in {"hockey-1998", "hockey-1980"}

@@ -36,6 +36,7 @@ from agent.text import (
     render_pairs,
     render_passages,
     supporting_ids,
+    unborrowed,
     uncopied,
     unnarrated,
 )
@@ -168,8 +169,9 @@ async def generate(
 ) -> Reply[str]:
     """I_g: the long-form answer, after the shared casebook + passages, or continuing ``history`` (which holds
     them). The answer states facts: sentences that talk about the sources ("the passage retrieved for the question
-    states ...") are dropped, a reply with nothing else is asked for again, with ``complete`` the readings an
-    answer leaves out are added as sentences (``completed``), and an answer that copies
+    states ...") are dropped and a reply with nothing else is asked for again; sentences that state a number of the
+    casebook's examples that nothing read holds are dropped too (``unborrowed_answer``); with ``complete`` the
+    readings an answer leaves out are added as sentences (``completed``); and an answer that copies
     ``COPY_LIMIT`` or more consecutive words of a passage is rewritten (``unquoted``). If no usable text comes back,
     the answer lists the pairs; without pairs that is an ``OutputError`` (an unusable reply is never the answer)."""
     call: dict[str, Any] = {"question": question, "disambiguations": render_pairs(pairs)}
@@ -180,8 +182,10 @@ async def generate(
             raise OutputError(f"prompt 'rag_generate': no usable answer; last: {reply.text[:200]!r}")
         return reply.with_value(listed(pairs))
     reply = await restated(whole_answer(reply), [p.answer for p in pairs], "rag_generate", call, options)
+    held = grounds(question, pairs, passages)
+    reply = await unborrowed_answer(reply, question, pairs, passages, book, options, held)
     if complete:
-        reply = await completed(reply, pairs, book, question, options)
+        reply = await completed(reply, pairs, book, question, options, held)
     sources = [p.full_text for p in passages]
     copied = copied_runs(reply.value, sources, COPY_LIMIT)
     return await unquoted(reply, copied, sources, call, pairs, options, book) if copied else reply
@@ -214,23 +218,53 @@ async def restated(
     return Reply(chosen.value, chosen.text, usage, attempts, chosen.parsed, chosen.truncated)
 
 
+def grounds(question: str, pairs: list[Disambiguation], passages: list[Passage]) -> list[str]:
+    """What an answer may take its facts from: the question, its pairs and its passages."""
+    return [question, *(f"{p.question} {p.answer}" for p in pairs), *(p.full_text for p in passages)]
+
+
+async def unborrowed_answer(
+    reply: Reply[str],
+    question: str,
+    pairs: list[Disambiguation],
+    passages: list[Passage],
+    book: str,
+    options: LLMOptions,
+    held: list[str],
+) -> Reply[str]:
+    """``reply`` less the sentences that state a number of the casebook's worked examples (``book``) that neither the
+    passages, the question nor the pairs hold: the small model copying an example's date into its own answer
+    ("released on June 22, 2001", a Fast and Furious example's date, about Pirates of the Caribbean, whose pair says
+    2003; ``held``: the ``grounds``). Where one is dropped, the readings the rest leaves out are written from their
+    pairs and appended (``completed``, whose sentences must not borrow either); where nothing is left and that fails,
+    the pairs are listed. Without pairs the rest is the answer, or ``reply`` where nothing is left."""
+    kept = unborrowed(reply.value, book, held, numbers_only=True)
+    if kept == " ".join(sentences(reply.value)):
+        return reply
+    if not pairs:
+        return reply.with_value(kept or reply.value)
+    reply = await completed(reply.with_value(kept), pairs, book, question, options, held)
+    return reply if reply.value else reply.with_value(listed(pairs, [p.full_text for p in passages]))
+
+
 async def completed(
-    reply: Reply[str], pairs: list[Disambiguation], book: str, question: str, options: LLMOptions
+    reply: Reply[str], pairs: list[Disambiguation], book: str, question: str, options: LLMOptions, held: list[str]
 ) -> Reply[str]:
     """``reply`` if it states the short answer (up to ``SHORT_PAIR_WORDS`` words) of every pair. Else the small model
     kept one reading of several (ToC's tree hands it up to ten); asked to write its answer again with the others, it
     repeats it. So the readings left out are written as sentences (``rag_generate_pairs`` over those pairs alone: the
     casebook, cached, and no passages to copy), with the run's retries, and appended if they state at least one of
-    their answers; else ``reply`` stays."""
+    their answers once the sentences that borrow a number of the casebook's examples that ``held`` lacks are dropped
+    (``unborrowed``: "released on June 19, 2003" for a pair that says 2003); else ``reply`` stays."""
     short = {normalize_answer(p.answer): p for p in pairs if _short(p.answer)}
     missing = [p for p in short.values() if not contains_answer(reply.value, p.answer)]
     if not missing:
         return reply
 
     def stating_one(text: str) -> str:
-        addition = statements(text)
+        addition = unborrowed(statements(text), book, held, numbers_only=True)
         if not any(contains_answer(addition, p.answer) for p in missing):
-            raise ParseError("the sentences state none of the readings left out")
+            raise ParseError("the sentences state none of the readings left out (or borrow the examples' numbers)")
         return addition
 
     more = await aask(
@@ -238,7 +272,7 @@ async def completed(
         question=question, disambiguations=render_pairs(missing),
     )  # fmt: skip
     more = whole_answer(more) if more.value else more
-    value = f"{_ended(reply.value)} {more.value}" if more.value else reply.value
+    value = " ".join(filter(None, [reply.value and _ended(reply.value), more.value]))
     return Reply(
         value, reply.text, reply.usage + more.usage, reply.attempts + more.attempts, reply.parsed, reply.truncated
     )
