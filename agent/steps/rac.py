@@ -272,7 +272,7 @@ async def completed(
         question=question, disambiguations=render_pairs(missing),
     )  # fmt: skip
     more = whole_answer(more) if more.value else more
-    value = " ".join(filter(None, [reply.value and _ended(reply.value), more.value]))
+    value = " ".join(filter(None, [reply.value and _ended(reply.value), more.value])) if more.value else reply.value
     return Reply(
         value, reply.text, reply.usage + more.usage, reply.attempts + more.attempts, reply.parsed, reply.truncated
     )
