@@ -409,3 +409,19 @@ def test_a_sentence_written_for_a_left_out_reading_must_not_borrow_a_number_eith
     result = agent.run(QUESTION, llm=name, collection=collection, complete_readings=True)
     assert model.prompts() == ["rag_extract", "rag_generate", "rag_generate_pairs", "rag_generate_pairs"]
     assert result.answer.endswith(" US cinemas showed it from 16 November 2001.")
+
+
+def test_a_pair_whose_answer_only_the_worked_examples_state_is_dropped_and_the_models_own_knowledge_stays(
+    collection, scripted
+):
+    from graphs.rag import RagContext
+
+    book = RagContext().casebook(QUESTION)
+    assert "Rupert Grint" in book and "Chris Columbus" not in book  # no passage of the tiny collection holds either
+    extract = f"{EXTRACT}\nDQ 3: Who played Ron in the film?\nDA 3: Rupert Grint\nDQ 4: Who directed it?\nDA 4: Chris Columbus"
+    name, model = scripted({"rag_extract": extract, "rag_generate": GENERATE})
+    result = agent.run(QUESTION, llm=name, collection=collection)
+    assert [(p.answer, bool(p.passage_ids)) for p in result.disambiguations] == [
+        ("4 November 2001", True), ("16 November 2001", True), ("Chris Columbus", False)
+    ]  # fmt: skip
+    assert "Rupert Grint" not in model.calls[1].user and "Chris Columbus" in model.calls[1].user

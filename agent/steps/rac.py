@@ -51,7 +51,7 @@ async def extract(
     prompt, schema = ("rag_extract_short", ShortExtractedPairs) if short else ("rag_extract", ExtractedPairs)
     reply = await aask(prompt, options, parse=parse_disambiguations, schema=schema, fallback=[], **call)
     reply = await _short_answers(reply, options, transcript(prompt, options, reply.text, schema=schema, **call))
-    return reply.with_value(_supported(reply.value, passages))
+    return reply.with_value(unborrowed_pairs(_supported(reply.value, passages), book))
 
 
 def _extract_call(question: str, passages: list[Passage], book: str) -> dict[str, str]:
@@ -82,7 +82,7 @@ async def extract_with_examples(
         "rag_extract_examples", options, reply.text, schema=ExtractedPairs, examples=examples, **variables
     )
     reply = await _short_answers(reply, options, history)
-    return reply.with_value(_supported(reply.value, passages))
+    return reply.with_value(unborrowed_pairs(_supported(reply.value, passages), examples))
 
 
 SHORT_ANSWER_WORDS = 20
@@ -147,6 +147,14 @@ def _supported(pairs: list[QAPair], passages: list[Passage]) -> list[Disambiguat
         Disambiguation(question=p.question, answer=p.answer, passage_ids=supporting_ids(p.answer, passages))
         for p in pairs
     ]
+
+
+def unborrowed_pairs(pairs: list[Disambiguation], demonstration: str) -> list[Disambiguation]:
+    """``pairs`` less those whose answer no passage holds and the worked examples (``demonstration``) state: the small
+    model copying an example's answer into its own reading ("Peter Anthony Allen", the last man hanged in England,
+    as Canada's last execution; "Bangalore", from an example about its railway station, as the Manchester of India).
+    An answer that neither holds stays: it is the model's own knowledge, as in a closed-book answer."""
+    return [p for p in pairs if p.passage_ids or not contains_answer(demonstration, p.answer)]
 
 
 def short_extract_transcript(
