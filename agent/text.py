@@ -105,6 +105,20 @@ def mentions_sources(text: str) -> bool:
     return bool(_SOURCE_TALK.search(text))
 
 
+_NON_ANSWER = re.compile(
+    r"^(?:unknown|none|n/?a|no\s+(?:answer|information|data)\b.*|not\s+(?:specified|mentioned|provided|stated|given|"
+    r"available|known|found|clear|applicable)\b.*|.*\b(?:in|from|by)\s+the\s+(?:passages?|contexts?|text)\b.*|"
+    r"(?:the\s+)?(?:passages?|contexts?|text)\s+(?:does|do|did)(?:\s+not|n't)\b.*)$",
+    re.IGNORECASE,
+)
+
+
+def states_nothing(answer: str) -> bool:
+    """Whether a short answer says there is none ("Not specified in the passage", "unknown", "N/A") instead of
+    answering; a title such as "The Passage" is an answer."""
+    return bool(_NON_ANSWER.match(answer.strip().rstrip(".")))
+
+
 _SOURCES = (
     r"(?:(?:the\s+|this\s+)?(?:(?:retrieved|given|provided|first|second|third)\s+)?(?:passages?|contexts?)(?:\s*\[\d+\])*"
     r"|D[QA]\s?\d+)"

@@ -425,3 +425,11 @@ def test_a_pair_whose_answer_only_the_worked_examples_state_is_dropped_and_the_m
         ("4 November 2001", True), ("16 November 2001", True), ("Chris Columbus", False)
     ]  # fmt: skip
     assert "Rupert Grint" not in model.calls[1].user and "Chris Columbus" in model.calls[1].user
+
+
+def test_a_pair_whose_answer_says_there_is_none_is_no_reading(collection, scripted):
+    extract = f"{EXTRACT}\nDQ 3: When did it come out on DVD?\nDA 3: Not specified in the passage"
+    name, model = scripted({"rag_extract": extract, "rag_generate": GENERATE})
+    result = agent.run(QUESTION, llm=name, collection=collection)
+    assert [p.answer for p in result.disambiguations] == ["4 November 2001", "16 November 2001"]
+    assert "DVD" not in model.calls[1].user

@@ -161,3 +161,19 @@ def test_with_numbers_only_a_borrowed_name_stays_and_a_borrowed_date_goes():
     passages = ["Pirates of the Caribbean is a 2003 American film.", "It opened in July."]
     assert unborrowed(text, casebook, passages, numbers_only=True) == "The film opened in North America in 2003 [1]."
     assert unborrowed(text, casebook, passages) == ""  # "North America" is the example's too
+
+
+def test_a_short_answer_that_says_there_is_none_states_nothing_and_a_title_is_still_an_answer():
+    from agent.text import states_nothing
+
+    for none in (
+        "Not specified in the passage",
+        "unknown",
+        "N/A",
+        "None.",
+        "No information",
+        "The passage does not say",
+    ):
+        assert states_nothing(none), none
+    for answer in ("The Passage", "Passage to India", "Not Fade Away", "Notting Hill", "None but the Brave", "2016"):
+        assert not states_nothing(answer), answer

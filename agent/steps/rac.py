@@ -35,6 +35,7 @@ from agent.text import (
     normalize_answer,
     render_pairs,
     render_passages,
+    states_nothing,
     supporting_ids,
     unborrowed,
     uncopied,
@@ -51,7 +52,7 @@ async def extract(
     prompt, schema = ("rag_extract_short", ShortExtractedPairs) if short else ("rag_extract", ExtractedPairs)
     reply = await aask(prompt, options, parse=parse_disambiguations, schema=schema, fallback=[], **call)
     reply = await _short_answers(reply, options, transcript(prompt, options, reply.text, schema=schema, **call))
-    return reply.with_value(unborrowed_pairs(_supported(reply.value, passages), book))
+    return reply.with_value(unborrowed_pairs(_supported(answered(reply.value), passages), book))
 
 
 def _extract_call(question: str, passages: list[Passage], book: str) -> dict[str, str]:
@@ -82,7 +83,7 @@ async def extract_with_examples(
         "rag_extract_examples", options, reply.text, schema=ExtractedPairs, examples=examples, **variables
     )
     reply = await _short_answers(reply, options, history)
-    return reply.with_value(unborrowed_pairs(_supported(reply.value, passages), examples))
+    return reply.with_value(unborrowed_pairs(_supported(answered(reply.value), passages), examples))
 
 
 SHORT_ANSWER_WORDS = 20
@@ -147,6 +148,12 @@ def _supported(pairs: list[QAPair], passages: list[Passage]) -> list[Disambiguat
         Disambiguation(question=p.question, answer=p.answer, passage_ids=supporting_ids(p.answer, passages))
         for p in pairs
     ]
+
+
+def answered(pairs: list[QAPair]) -> list[QAPair]:
+    """``pairs`` less those whose answer says there is none ("Not specified in the passage": I_e filling a reading
+    it found no answer for); such a pair is no reading, and its words would talk about the sources."""
+    return [p for p in pairs if not states_nothing(p.answer)]
 
 
 def unborrowed_pairs(pairs: list[Disambiguation], demonstration: str) -> list[Disambiguation]:
