@@ -32,7 +32,8 @@ def extract_json(text: str) -> Any:
 
 
 _DQ_DA = re.compile(
-    r"DQ\s*(\d+)\s*[:.)-]\s*(?P<q>.+?)\s*(?:\n|\s)\s*DA\s*\1\s*[:.)-]\s*(?P<a>.+?)(?=\s*(?:\n\s*\n|DQ\s*\d+\s*[:.)-]|Answer\s*:|$))",
+    r"DQ\s*\d+\s*[:.)-]\s*(?P<q>(?:(?!DQ\s*\d+\s*[:.)-]).)+?)\s*(?:\n|\s)\s*DA\s*\d+\s*[:.)-]\s*"
+    r"(?P<a>.+?)(?=\s*(?:\n\s*\n|DQ\s*\d+\s*[:.)-]|Answer\s*:|$))",
     re.IGNORECASE | re.DOTALL,
 )
 
