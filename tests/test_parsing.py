@@ -29,20 +29,6 @@ def test_dq_da_pairs_inline_as_in_the_paper_table():
     assert [p.answer for p in pairs] == ["Josef Bican", "Archie Thompson"]
 
 
-def test_a_da_that_repeats_an_earlier_number_still_answers_the_dq_before_it():
-    text = (
-        "DQ 1: When did the first trailer come out?\nDA 1: December 14, 2016\n\n"
-        "DQ 2: When did it premiere at Annecy?\nDA 1: June 14, 2017\n\n"
-        "DQ 3: When was it released in the United States?\nDA 1: June 30, 2017"
-    )  # the local model's numbering, as logged
-    assert [p.answer for p in parse_disambiguations(text)] == ["December 14, 2016", "June 14, 2017", "June 30, 2017"]
-
-
-def test_a_dq_without_a_da_is_skipped_and_does_not_swallow_the_next():
-    pairs = parse_disambiguations("DQ 1: When was it filmed?\nDQ 2: When was it released?\nDA 2: 2003")
-    assert [(p.question, p.answer) for p in pairs] == [("When was it released?", "2003")]
-
-
 def test_dq_da_stops_before_a_trailing_answer_section():
     pairs = parse_disambiguations("DQ 1: Q one?\nDA 1: A one\n\nAnswer: a long answer that is not part of DA 1.")
     assert pairs[0].answer == "A one"
