@@ -52,7 +52,7 @@ async def extract(
     prompt, schema = ("rag_extract_short", ShortExtractedPairs) if short else ("rag_extract", ExtractedPairs)
     reply = await aask(prompt, options, parse=parse_disambiguations, schema=schema, fallback=[], **call)
     reply = await _short_answers(reply, options, transcript(prompt, options, reply.text, schema=schema, **call))
-    return reply.with_value(unborrowed_pairs(_supported(answered(reply.value), passages), book))
+    return reply.with_value(_readings(reply.value, passages, book))
 
 
 def _extract_call(question: str, passages: list[Passage], book: str) -> dict[str, str]:
@@ -83,7 +83,7 @@ async def extract_with_examples(
         "rag_extract_examples", options, reply.text, schema=ExtractedPairs, examples=examples, **variables
     )
     reply = await _short_answers(reply, options, history)
-    return reply.with_value(unborrowed_pairs(_supported(answered(reply.value), passages), examples))
+    return reply.with_value(_readings(reply.value, passages, examples))
 
 
 SHORT_ANSWER_WORDS = 20
@@ -142,12 +142,14 @@ def _extraction_example(demo: PoolExample, words: int) -> str:
     return f"Context:\n{passages}\n\nQuestion: {demo.question}\nDisambiguations:\n{render_pairs(demo.pairs)}"
 
 
-def _supported(pairs: list[QAPair], passages: list[Passage]) -> list[Disambiguation]:
-    """The pairs with the ids of the passages that hold each answer."""
-    return [
+def _readings(pairs: list[QAPair], passages: list[Passage], demonstration: str) -> list[Disambiguation]:
+    """I_e's pairs as readings: those that answer (``answered``), with the ids of the passages that hold each answer,
+    less those borrowed from the worked examples (``unborrowed_pairs``)."""
+    supported = [
         Disambiguation(question=p.question, answer=p.answer, passage_ids=supporting_ids(p.answer, passages))
-        for p in pairs
+        for p in answered(pairs)
     ]
+    return unborrowed_pairs(supported, demonstration)
 
 
 def answered(pairs: list[QAPair]) -> list[QAPair]:
