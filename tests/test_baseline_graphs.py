@@ -433,3 +433,19 @@ def test_a_pair_whose_answer_says_there_is_none_is_no_reading(collection, script
     result = agent.run(QUESTION, llm=name, collection=collection)
     assert [p.answer for p in result.disambiguations] == ["4 November 2001", "16 November 2001"]
     assert "DVD" not in model.calls[1].user
+
+
+def test_a_misnumbered_pair_is_a_reading_where_it_is_new_short_and_held_by_a_passage(collection, scripted):
+    extract = (
+        "DQ 1: When was the world premiere of the film?\nDA 1: 4 November 2001\n"
+        "DQ 2: When was it released in US cinemas?\nDA 1: 16 November 2001\n"
+        "DQ 3: When did it reach UK cinemas?\nDA 1: 16 November 2001\n"
+        "DQ 4: Who published the novel?\nDA 1: Bloomsbury\n"
+        "DQ 5: When did it come out on DVD?\nDA 1: 11 May 2002"
+    )
+    name, model = scripted({"rag_extract": extract, "rag_generate": GENERATE})
+    result = agent.run(QUESTION, llm=name, collection=collection)
+    assert [(p.answer, p.passage_ids) for p in result.disambiguations] == [
+        ("4 November 2001", ["hp-premiere"]), ("16 November 2001", ["hp-us"])
+    ]  # fmt: skip
+    assert "Bloomsbury" not in model.calls[1].user and "DVD" not in model.calls[1].user

@@ -3,6 +3,7 @@ import pytest
 from agent.llm.parsing import (
     ParseError,
     extract_json,
+    misnumbered_disambiguations,
     parse_ambiguity,
     parse_disambiguations,
     parse_long_answer,
@@ -39,6 +40,20 @@ def test_dq_da_from_constrained_json():
         '{"disambiguations": [{"question": "Q?", "answer": "A"}, {"question": "", "answer": "x"}]}'
     )
     assert [(p.question, p.answer) for p in pairs] == [("Q?", "A")]
+
+
+def test_a_da_numbered_unlike_its_dq_is_left_to_misnumbered_disambiguations():
+    text = (
+        "DQ 1: When did the first trailer come out?\nDA 1: December 14, 2016\n\n"
+        "DQ 3: When did it premiere at Annecy?\nDA 1: June 14, 2017\n\n"
+        "DQ 4: When was it released in the United States?\nDA 1: June 30, 2017"
+    )
+    assert [p.answer for p in parse_disambiguations(text)] == ["December 14, 2016"]
+    assert [(p.question, p.answer) for p in misnumbered_disambiguations(text)] == [
+        ("When did it premiere at Annecy?", "June 14, 2017"),
+        ("When was it released in the United States?", "June 30, 2017"),
+    ]
+    assert misnumbered_disambiguations('{"disambiguations": []}') == []
 
 
 def test_dq_da_without_pairs_raises():

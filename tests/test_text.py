@@ -177,3 +177,39 @@ def test_a_short_answer_that_says_there_is_none_states_nothing_and_a_title_is_st
         assert states_nothing(none), none
     for answer in ("The Passage", "Passage to India", "Not Fade Away", "Notting Hill", "None but the Brave", "2016"):
         assert not states_nothing(answer), answer
+
+
+def test_a_disambiguated_question_asks_what_the_question_asks():
+    from agent.steps.rac import asks_same
+
+    assert asks_same("When does Despicable Me 3 come out?", "In what year was it released in the US?")
+    assert asks_same("Who do you play as in Resident Evil 7?", "Whose story does the player follow?")
+    assert asks_same("Name the first film.", "Which film came first?")  # no question word to hold it to
+    assert not asks_same("Where was It Came from Outer Space filmed?", "What year was it released?")
+    assert not asks_same("How many teams play?", "Who won the cup?")
+
+
+def test_a_misnumbered_pair_stays_only_as_a_new_short_grounded_reading_not_cut_off():
+    from agent.llm.calls import Reply
+    from agent.schemas import Passage, QAPair
+    from agent.steps.rac import misnumbered
+
+    passages = [
+        Passage(id="a", title="Despicable Me 3", text="It premiered at Annecy on June 14, 2017 and opened in the "
+                "United States on June 30, 2017 after a first trailer on December 14, 2016."),
+    ]  # fmt: skip
+    text = (
+        "DQ 1: When did the first trailer come out?\nDA 1: December 14, 2016\n\n"
+        "DQ 2: When did it premiere at Annecy?\nDA 1: June 14, 2017\n\n"  # kept
+        "DQ 3: When did it open at Annecy?\nDA 1: June 14, 2017\n\n"  # a repeat
+        "DQ 4: Where did it premiere?\nDA 1: Annecy\n\n"  # asks something else
+        "DQ 5: When did it come out on DVD?\nDA 1: October 3, 2017\n\n"  # no passage holds it
+        "DQ 6: When did it open?\nDA 1: opened in the United States on June 30, 2017 after a first trailer\n\n"
+        "DQ 7: When did it open in the United States?\nDA 1: June 30, 2017"
+    )
+    first = [QAPair(question="When did the first trailer come out?", answer="December 14, 2016")]
+    question = "When does Despicable Me 3 come out?"
+    found = misnumbered(question, Reply(first, text), passages)
+    assert [p.answer for p in found] == ["June 14, 2017", "June 30, 2017"]
+    cut = misnumbered(question, Reply(first, text, truncated=True), passages)  # the last pair may be cut short
+    assert [p.answer for p in cut] == ["June 14, 2017"]

@@ -21,7 +21,14 @@ from typing import Any
 from langchain_core.messages import AIMessage, BaseMessage
 
 from agent.llm.calls import LLMOptions, OutputError, Reply, aask, transcript
-from agent.llm.parsing import ParseError, parse_disambiguations, parse_long_answer, sentences, whole_sentences
+from agent.llm.parsing import (
+    ParseError,
+    misnumbered_disambiguations,
+    parse_disambiguations,
+    parse_long_answer,
+    sentences,
+    whole_sentences,
+)
 from agent.llm.prompts import estimate_tokens, load_prompt, render
 from agent.retrieval.terms import content_words
 from agent.schemas import Disambiguation, ExtractedPairs, Passage, QAPair, ShortExtractedPairs
@@ -52,7 +59,7 @@ async def extract(
     prompt, schema = ("rag_extract_short", ShortExtractedPairs) if short else ("rag_extract", ExtractedPairs)
     reply = await aask(prompt, options, parse=parse_disambiguations, schema=schema, fallback=[], **call)
     reply = await _short_answers(reply, options, transcript(prompt, options, reply.text, schema=schema, **call))
-    return reply.with_value(_readings(reply.value, passages, book))
+    return reply.with_value(_readings(question, reply, passages, book))
 
 
 def _extract_call(question: str, passages: list[Passage], book: str) -> dict[str, str]:
@@ -83,7 +90,7 @@ async def extract_with_examples(
         "rag_extract_examples", options, reply.text, schema=ExtractedPairs, examples=examples, **variables
     )
     reply = await _short_answers(reply, options, history)
-    return reply.with_value(_readings(reply.value, passages, examples))
+    return reply.with_value(_readings(question, reply, passages, examples))
 
 
 SHORT_ANSWER_WORDS = 20
@@ -142,14 +149,61 @@ def _extraction_example(demo: PoolExample, words: int) -> str:
     return f"Context:\n{passages}\n\nQuestion: {demo.question}\nDisambiguations:\n{render_pairs(demo.pairs)}"
 
 
-def _readings(pairs: list[QAPair], passages: list[Passage], demonstration: str) -> list[Disambiguation]:
-    """I_e's pairs as readings: those that answer (``answered``), with the ids of the passages that hold each answer,
-    less those borrowed from the worked examples (``unborrowed_pairs``)."""
+def _readings(
+    question: str, reply: Reply[list[QAPair]], passages: list[Passage], demonstration: str
+) -> list[Disambiguation]:
+    """I_e's pairs (with those of ``misnumbered`` DAs that pass its checks) as readings: those that answer
+    (``answered``), with the ids of the passages that hold each answer, less those borrowed from the worked examples
+    (``unborrowed_pairs``)."""
+    pairs = [*reply.value, *misnumbered(question, reply, passages)]
     supported = [
         Disambiguation(question=p.question, answer=p.answer, passage_ids=supporting_ids(p.answer, passages))
         for p in answered(pairs)
     ]
     return unborrowed_pairs(supported, demonstration)
+
+
+def misnumbered(question: str, reply: Reply[list[QAPair]], passages: list[Passage]) -> list[QAPair]:
+    """The pairs of ``reply`` whose DA is numbered unlike its DQ ("DQ 3: …Annecy…? DA 1: June 14, 2017"), which the
+    parser leaves out, kept only where they read as new readings. A misnumbered reply has mostly gone wrong: taken
+    as they came, such pairs repeated one passage sentence for several DQs, answered other questions (a film's
+    studio and year as where it was filmed) and made one answer copy a passage (docs/answers.md). So one is kept
+    where its answer is short (up to ``SHORT_PAIR_WORDS`` words), a passage holds it, no other pair's answer holds
+    it or is held by it, and its DQ asks what the question asks (``asks_same``); the last pair of a reply cut at its
+    token cap is left out where it ends the reply (its answer may be cut)."""
+    cut = normalize_answer(reply.text) if reply.truncated else None
+    kept = list(reply.value)
+    for pair in misnumbered_disambiguations(reply.text):
+        if cut is not None and cut.endswith(normalize_answer(pair.answer)):
+            continue
+        new = not any(contains_answer(p.answer, pair.answer) or contains_answer(pair.answer, p.answer) for p in kept)
+        grounded = any(contains_answer(p.full_text, pair.answer) for p in passages)
+        if new and grounded and _short(pair.answer) and asks_same(question, pair.question):
+            kept.append(pair)
+    return kept[len(reply.value) :]
+
+
+_ASKS = re.compile(r"\b(who|whom|whose|when|where|why|how|what|which)\b(?:\s+(\w+))?", re.IGNORECASE)
+_TIME_WORDS = {"year", "years", "date", "day", "month", "decade", "century", "time", "season", "episode"}
+
+
+def asks_same(question: str, disambiguated: str) -> bool:
+    """Whether ``disambiguated`` asks for what ``question`` asks: the same question word, with "who/whom/whose" alike
+    and "what/which year (date, day, …)" read as "when"; true where ``question`` has no question word."""
+    wanted = _asked(question)
+    return wanted is None or wanted == _asked(disambiguated)
+
+
+def _asked(text: str) -> str | None:
+    match = _ASKS.search(text)
+    if not match:
+        return None
+    word, following = match[1].lower(), (match[2] or "").lower()
+    if word in ("whom", "whose"):
+        return "who"
+    if word in ("what", "which") and following in _TIME_WORDS:
+        return "when"
+    return word
 
 
 def answered(pairs: list[QAPair]) -> list[QAPair]:
