@@ -185,7 +185,9 @@ def test_a_disambiguated_question_asks_what_the_question_asks():
     assert asks_same("When does Despicable Me 3 come out?", "In what year was it released in the US?")
     assert asks_same("Who do you play as in Resident Evil 7?", "Whose story does the player follow?")
     assert asks_same("Name the first film.", "Which film came first?")  # no question word to hold it to
+    assert asks_same("Who played Flash Gordon?", "Which actor played Flash Gordon in the 1954 series?")
     assert not asks_same("Where was It Came from Outer Space filmed?", "What year was it released?")
+    assert not asks_same("When did the treaty happen?", "Who signed the treaty from Germany?")
     assert not asks_same("How many teams play?", "Who won the cup?")
 
 

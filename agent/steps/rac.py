@@ -189,9 +189,10 @@ _TIME_WORDS = {"year", "years", "date", "day", "month", "decade", "century", "ti
 
 def asks_same(question: str, disambiguated: str) -> bool:
     """Whether ``disambiguated`` asks for what ``question`` asks: the same question word, with "who/whom/whose" alike
-    and "what/which year (date, day, …)" read as "when"; true where ``question`` has no question word."""
-    wanted = _asked(question)
-    return wanted is None or wanted == _asked(disambiguated)
+    and "what/which year (date, day, …)" read as "when"; any other "what/which" ("Which actor …?") may ask what
+    either asks, and so may a question without a question word."""
+    wanted, asked = _asked(question), _asked(disambiguated)
+    return wanted is None or asked is None or wanted == asked or "what" in (wanted, asked)
 
 
 def _asked(text: str) -> str | None:
@@ -201,8 +202,8 @@ def _asked(text: str) -> str | None:
     word, following = match[1].lower(), (match[2] or "").lower()
     if word in ("whom", "whose"):
         return "who"
-    if word in ("what", "which") and following in _TIME_WORDS:
-        return "when"
+    if word in ("what", "which"):
+        return "when" if following in _TIME_WORDS else "what"
     return word
 
 
