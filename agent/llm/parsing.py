@@ -31,10 +31,10 @@ def extract_json(text: str) -> Any:
     raise ParseError("no JSON value found")
 
 
-# A DA pairs only with the DQ of its number. A DA numbered unlike the DQ before it ("DQ 3: ... DA 1: ...") is left to
-# ``misnumbered_disambiguations``: taking it like any other recovered pairs in 6 of 30 ASQA dev questions, mostly one
-# passage sentence repeated for several DQs or answers to other questions, and made one answer copy a passage
-# (docs/answers.md); I_e keeps such a pair only where it passes stricter checks (``agent.steps.rac``).
+# A DA pairs only with the DQ of its number. A DA numbered unlike the DQ before it ("DQ 3: ... DA 1: ...") goes to
+# ``misnumbered_disambiguations`` instead: taken like any other pair, such DAs were mostly one passage sentence repeated
+# for several DQs or answers to other questions (6 of 30 ASQA dev questions, docs/answers.md), so I_e keeps one only
+# where it passes stricter checks (``agent.steps.rac.misnumbered``).
 _DQ_DA = re.compile(
     r"DQ\s*(\d+)\s*[:.)-]\s*(?P<q>.+?)\s*(?:\n|\s)\s*DA\s*\1\s*[:.)-]\s*(?P<a>.+?)(?=\s*(?:\n\s*\n|DQ\s*\d+\s*[:.)-]|Answer\s*:|$))",
     re.IGNORECASE | re.DOTALL,
