@@ -161,13 +161,36 @@ _NUMBER = re.compile(r"\b\d[\d,]*")
 def unborrowed(text: str, demonstration: str, sources: Sequence[str], numbers_only: bool = False) -> str:
     """``text`` less the sentences that carry a name or number of ``demonstration`` (a prompt's worked example)
     that none of ``sources`` holds: a small model copying its example's facts into an answer ("E. L. James's novel
-    was published on June 20, 2011" in an answer about "A Single Man"). '' when every sentence does.
+    was published on June 20, 2011" in an answer about "A Single Man"). '' when every sentence does. A full date
+    whose borrowed number is only its day, while a source holds its year, is first cut to the year (``_years_only``).
     ``numbers_only`` looks at numbers alone: for a casebook of several examples, whose names ("North America",
     "June") an answer may state from its own passages' wording without having copied them."""
     held = set(_words(" ".join(sources)))
     named = (_NUMBER if numbers_only else _NAME_OR_NUMBER).findall(_CITATION.sub("", demonstration))
     foreign = {w for w in _words(" ".join(named)) if w not in held}
+    text = _years_only(text, foreign, held)
     return " ".join(s for s in sentences(text) if not foreign & set(_words(_CITATION.sub("", s))))
+
+
+_MONTH = r"(?:January|February|March|April|May|June|July|August|September|October|November|December)"
+_FULL_DATE = re.compile(
+    rf"\b(?P<on>[Oo]n\s+)?(?:{_MONTH}\s+(?P<day>\d{{1,2}})|(?P<day2>\d{{1,2}})\s+{_MONTH}),?\s+(?P<year>\d{{4}})\b"
+)
+
+
+def _years_only(text: str, foreign: set[str], held: set[str]) -> str:
+    """``text`` with each full date whose day is ``foreign`` (an example's, nothing read holds it) and whose year is
+    ``held`` cut to its year: "released on June 19, 2003" → "released in 2003" where the pair says 2003 and the
+    example has a June 19. The small model fills its example's date format with a day of its own; the year is what
+    the grounds hold, and the sentence then states it instead of being dropped."""
+
+    def cut(date: re.Match[str]) -> str:
+        day, year = date["day"] or date["day2"], date["year"]
+        if day not in foreign or year not in held:
+            return date[0]
+        return f"{'In' if date['on'][:1] == 'O' else 'in'} {year}" if date["on"] else year
+
+    return _FULL_DATE.sub(cut, text)
 
 
 def _words(text: str) -> list[str]:

@@ -401,6 +401,23 @@ def test_an_answer_left_with_nothing_after_the_borrowed_numbers_lists_the_pairs_
     )
 
 
+def test_a_date_written_with_a_day_of_the_worked_examples_is_cut_to_the_year_its_pair_gives(collection, scripted):
+    from graphs.rag import RagContext
+
+    assert "July 31" in RagContext().casebook(QUESTION)  # no passage of the tiny collection holds a 31
+    extract = "DQ 1: When was the film released?\nDA 1: 2001"
+    borrowed = f"Answer: The film was released on 23 May {_borrowed_year()}."
+    script = {
+        "rag_extract": extract,
+        "rag_generate": borrowed,
+        "rag_generate_pairs": "Answer: It came out on July 31, 2001.",
+    }
+    name, model = scripted(script)
+    result = agent.run(QUESTION, llm=name, collection=collection)
+    assert model.prompts() == ["rag_extract", "rag_generate", "rag_generate_pairs"]
+    assert result.answer == "It came out in 2001."  # not the listing "When was the film released? 2001."
+
+
 def test_a_sentence_written_for_a_left_out_reading_must_not_borrow_a_number_either(collection, scripted):
     borrowed_too = f"Answer: US cinemas showed it from 16 November 2001, and again in {_borrowed_year()}."
     sentence = "Answer: US cinemas showed it from 16 November 2001."

@@ -163,6 +163,28 @@ def test_with_numbers_only_a_borrowed_name_stays_and_a_borrowed_date_goes():
     assert unborrowed(text, casebook, passages) == ""  # "North America" is the example's too
 
 
+def test_a_date_whose_only_borrowed_number_is_its_day_is_cut_to_the_year_its_pair_holds():
+    from agent.text import unborrowed
+
+    casebook = "Long answer: The Hulk opened on June 19, 2003 [1]. The Fast and the Furious opened on 22 June 2001."
+    held = ["When was the film released? 2003", "Pirates of the Caribbean is a 2003 American film."]
+    cut = {
+        "The film was released on June 19, 2003.": "The film was released in 2003.",
+        "On 22 June 2003, the film opened.": "In 2003, the film opened.",
+        "The film (June 19, 2003) opened.": "The film (2003) opened.",
+    }
+    for text, kept in cut.items():
+        assert unborrowed(text, casebook, held, numbers_only=True) == kept
+    assert unborrowed("It opened on June 19, 2001.", casebook, held, numbers_only=True) == ""  # the year is borrowed
+    mine = "It was released on July 9, 2003."  # a day the examples do not give: the model's own, as before
+    assert unborrowed(mine, casebook, held, numbers_only=True) == mine
+    read = ["It premiered on June 19, 2003."]  # a passage holds the day: nothing is borrowed
+    assert (
+        unborrowed("It premiered on June 19, 2003.", casebook, read, numbers_only=True)
+        == "It premiered on June 19, 2003."
+    )
+
+
 def test_a_short_answer_that_says_there_is_none_states_nothing_and_a_title_is_still_an_answer():
     from agent.text import states_nothing
 
