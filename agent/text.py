@@ -223,16 +223,37 @@ def longest_copied_run(text: str, sources: Sequence[str]) -> int:
 
 
 def uncopied(text: str, sources: Sequence[str], answers: Sequence[str] = ()) -> str:
-    """``text`` less the sentences that make it copy ``COPY_LIMIT`` or more consecutive words of one of ``sources``:
-    each sentence is kept, in order, while the text kept so far copies fewer. '' when every sentence copies, or when
-    what is left loses one of ``answers`` that ``text`` states (a reading outweighs a quote). The last resort of an
-    answer whose rewrites still quote a passage."""
+    """``text`` kept below ``COPY_LIMIT`` consecutive words of any one of ``sources``: each sentence is kept, in order,
+    while the text kept so far copies fewer; a sentence that would copy is cut back to its longest leading clause that
+    does not (``leading_clauses``: "X was hanged on December 7, 1869, on the outside wall of ..." → "X was hanged on
+    December 7, 1869."), else dropped. '' when nothing is left, or when what is left loses one of ``answers`` that
+    ``text`` states (a reading outweighs a quote). The last resort of an answer whose rewrites still quote a passage."""
     kept: list[str] = []
     for sentence in sentences(text):
-        if longest_copied_run(" ".join([*kept, sentence]), sources) < COPY_LIMIT:
-            kept.append(sentence)
+        for candidate in (sentence, *leading_clauses(sentence)):
+            if longest_copied_run(" ".join([*kept, candidate]), sources) < COPY_LIMIT:
+                kept.append(candidate)
+                break
     left = " ".join(kept)
     return "" if any(contains_answer(text, a) and not contains_answer(left, a) for a in answers) else left
+
+
+_CLAUSE_END = re.compile(r"[,;]\s+(?!\d{4}\b)")  # not the comma of "December 7, 1869"
+MIN_CLAUSE_WORDS = 4  # a shorter head ("In 2003.", "However.") says nothing on its own
+
+
+def leading_clauses(sentence: str) -> list[str]:
+    """The heads of ``sentence`` that end where one of its clauses does (at a comma or semicolon, never inside a date,
+    brackets or quotes), longest first, each closed with a full stop; none shorter than ``MIN_CLAUSE_WORDS`` words."""
+    heads = []
+    for end in reversed([m.start() for m in _CLAUSE_END.finditer(sentence)]):
+        head = sentence[:end].rstrip()
+        balanced = (
+            head.count("(") == head.count(")") and head.count('"') % 2 == 0 and head.count("“") == head.count("”")
+        )
+        if balanced and len(_words(head)) >= MIN_CLAUSE_WORDS:
+            heads.append(head if head.endswith(".") else f"{head}.")
+    return heads
 
 
 def narrates(text: str, sources: Sequence[str]) -> bool:

@@ -244,6 +244,18 @@ def test_sentences_that_still_copy_after_every_rewrite_go_unless_they_hold_a_pai
     assert agent.run(QUESTION, llm=name, collection=collection).answer == quoting_a_pair.removeprefix("Answer: ")
 
 
+def test_an_answer_without_pairs_that_still_copies_is_cut_back_to_its_leading_clause(collection, scripted):
+    copying = (
+        "Answer: The first film came out in 2001, when it was released in cinemas in the United States and the United "
+        "Kingdom on 16 November 2001 too."
+    )  # no pairs to write it from, and every rephrasing still copies
+    script = {"rag_extract": "I don't know.", "rag_generate": copying, "rag_rephrase": copying}
+    name, model = scripted(script)
+    result = agent.run(QUESTION, llm=name, collection=collection, retries=1)
+    assert model.prompts() == [*["rag_extract"] * 2, "rag_generate", *["rag_rephrase"] * 2]
+    assert result.answer == "The first film came out in 2001."  # before: the whole quote stood
+
+
 def test_an_answer_that_carries_on_in_the_dq_da_format_ends_before_it(collection, scripted):
     carried_on = GENERATE + " DA 1: 4 November 2001\nDQ 2: When was it released in US cinemas?"
     name, _ = scripted({"rag_extract": EXTRACT, "rag_generate": carried_on})

@@ -87,20 +87,55 @@ def test_narration_is_talk_about_sources_or_a_long_quote():
     assert not narrates("The first film came out in 2003, the ride in 1967.", [passage])
 
 
-def test_uncopied_drops_the_sentences_that_quote_a_source_and_keeps_the_rest_in_order():
+def test_uncopied_cuts_back_or_drops_the_sentences_that_quote_a_source_and_keeps_the_rest_in_order():
     from agent.text import COPY_LIMIT, longest_copied_run, uncopied
 
     passage = "The franchise started with the theme park ride of the same name, which opened at Disneyland in 1967."
     quote = "The franchise started with the theme park ride of the same name, which opened at Disneyland in 1967."
     answer = f"The first film came out in 2003. {quote} The ride is older."
-    assert uncopied(answer, [passage]) == "The first film came out in 2003. The ride is older."
+    head = "The franchise started with the theme park ride of the same name."  # 12 words: its clause is cut
+    assert uncopied(answer, [passage]) == f"The first film came out in 2003. {head} The ride is older."
+    run_on = quote.replace(",", "")  # no clause to cut back to: the sentence goes
+    assert uncopied(f"The first film came out in 2003. {run_on}", [passage]) == "The first film came out in 2003."
     halves = "The franchise started with the theme park ride of the same name. Which opened at Disneyland in 1967."
     kept = uncopied(halves, [passage])  # two sentences that quote only together: the second goes
     assert kept == "The franchise started with the theme park ride of the same name."
     assert longest_copied_run(kept, [passage]) < COPY_LIMIT
-    assert uncopied(quote, [passage]) == ""  # every sentence copies: the caller keeps what it had
+    assert uncopied(run_on, [passage]) == ""  # every sentence copies: the caller keeps what it had
     assert uncopied(answer, [passage], answers=["Disneyland"]) == ""  # it would lose a reading
-    assert uncopied(answer, [passage], answers=["2003"]) == "The first film came out in 2003. The ride is older."
+    assert (
+        uncopied(answer, [passage], answers=["2003"]) == f"The first film came out in 2003. {head} The ride is older."
+    )
+
+
+def test_a_copying_sentence_is_cut_back_at_a_clause_never_inside_a_date_brackets_or_quotes():
+    from agent.text import COPY_LIMIT, leading_clauses, longest_copied_run, uncopied
+
+    passage = (
+        "Melady was the last person to be publicly executed in Canada when he was hanged on December 7, 1869, on the "
+        "outside wall of a jail located in Goderich, Ontario, for the murder of his father and his stepmother Ellen."
+    )
+    answer = (
+        "The last person executed in Canada was Nicholas Melady Jr., who was hanged on December 7, 1869, on the "
+        "outside wall of a jail located in Goderich, Ontario, for the murder of his father and his stepmother Ellen."
+    )
+    heads = leading_clauses(answer)
+    assert heads[0].endswith("in Goderich, Ontario.") and heads[-1] == (
+        "The last person executed in Canada was Nicholas Melady Jr."  # "Jr." keeps its one full stop
+    )
+    assert not any(head.endswith("December 7.") for head in heads)  # the date's comma ends no clause
+    kept = uncopied(answer, [passage])
+    assert kept.startswith(
+        "The last person executed in Canada was Nicholas Melady Jr., who was hanged on December 7, 1869"
+    )
+    assert longest_copied_run(kept, [passage]) < COPY_LIMIT <= longest_copied_run(answer, [passage])
+    assert leading_clauses("In 2003, the film came out.") == []  # "In 2003." says nothing on its own
+    assert leading_clauses('He said "Yes, we can, and will" to them, loudly.') == [
+        'He said "Yes, we can, and will" to them.'
+    ]
+    assert leading_clauses("The ride (opened 1955, renamed 1967) is old, they say.") == [
+        "The ride (opened 1955, renamed 1967) is old."
+    ]
 
 
 def test_a_demonstration_passage_cut_short_keeps_the_stretch_with_its_answer():

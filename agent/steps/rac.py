@@ -362,8 +362,9 @@ async def unquoted(
     """An answer that quotes a passage (``copied``: its stretches of ``COPY_LIMIT`` or more words), rewritten: first
     ``rephrased``; failing that, the pairs are written out as sentences (``rag_generate_pairs``: the casebook, cached,
     and no passages to copy; every short answer of up to ``SHORT_PAIR_WORDS`` words must appear and at least one pair
-    must be stated), kept if it copies less than the first answer, which otherwise stays. What is kept then loses the
-    sentences that still copy (``uncopied``) unless every one does or a pair's short answer would go with them; only
+    must be stated), kept if it copies less than the first answer, which otherwise stays. What is kept then has the
+    sentences that still copy cut back to a clause or dropped (``uncopied``) unless nothing is left or a pair's short
+    answer would go with them; only
     where that leaves nothing and the pairs could not be written out are they listed (those whose answer is not itself
     a quote), if the list copies less."""
     again = await rephrased(reply, copied, sources, [p.answer for p in pairs], "rag_generate", call, options)
