@@ -239,19 +239,38 @@ def uncopied(text: str, sources: Sequence[str], answers: Sequence[str] = ()) -> 
 
 
 _CLAUSE_END = re.compile(r"[,;]\s+(?!\d{4}\b)")  # not the comma of "December 7, 1869"
-MIN_CLAUSE_WORDS = 4  # a shorter head ("In 2003.", "However.") says nothing on its own
+_OPENER = re.compile(  # a sentence that opens with a phrase ("As agents of the bureau, the team ...")
+    r"^(?:about|according|after|against|along|although|among|as|at|because|before|besides|by|despite|during|"
+    r"following|for|from|if|in|like|on|once|since|though|through|throughout|under|unlike|until|upon|when|whereas|"
+    r"while|with|within|without)\b",
+    re.IGNORECASE,
+)
+MIN_CLAUSE_WORDS = 4  # a shorter head ("The film.", "In 2003, the film.") says nothing on its own
+_FINITE = re.compile(  # a verb, roughly: enough to tell "The film was released in 2003" from "The film"
+    r"\b(?:is|are|was|were|has|have|had|does|did|will|would|can|could|may|might|should|must|became|began|came|went|"
+    r"won|made|took|gave|wrote|sang|held|led|ran|saw|told|found|left|built|sold|got|lost|beat|bought|brought|fought|"
+    r"drew|flew|grew|knew|threw|spoke|chose|rose|stood|said|paid|\w{2,}ed)\b",
+    re.IGNORECASE,
+)
 
 
 def leading_clauses(sentence: str) -> list[str]:
     """The heads of ``sentence`` that end where one of its clauses does (at a comma or semicolon, never inside a date,
-    brackets or quotes), longest first, each closed with a full stop; none shorter than ``MIN_CLAUSE_WORDS`` words."""
+    brackets or quotes), longest first, each closed with a full stop. Only a sentence whose main clause (its first,
+    past an opening phrase such as "As agents of the bureau,") holds a verb has any, and each holds at least
+    ``MIN_CLAUSE_WORDS`` words past that phrase: "In 2003, the film, which came out, did well." has none."""
+    ends = [m.start() for m in _CLAUSE_END.finditer(sentence)]
+    first = 1 if ends and _OPENER.match(sentence) else 0
+    start = ends[0] if first else 0
+    if first >= len(ends) or not _FINITE.search(sentence[start : ends[first]]):
+        return []
     heads = []
-    for end in reversed([m.start() for m in _CLAUSE_END.finditer(sentence)]):
+    for end in reversed(ends[first:]):
         head = sentence[:end].rstrip()
         balanced = (
             head.count("(") == head.count(")") and head.count('"') % 2 == 0 and head.count("“") == head.count("”")
         )
-        if balanced and len(_words(head)) >= MIN_CLAUSE_WORDS:
+        if balanced and len(_words(sentence[start:end])) >= MIN_CLAUSE_WORDS:
             heads.append(head if head.endswith(".") else f"{head}.")
     return heads
 
