@@ -253,12 +253,18 @@ _FINITE = re.compile(  # a verb, roughly: enough to tell "The film was released 
     re.IGNORECASE,
 )
 
+_DANGLING = re.compile(
+    r"\b(?:a|an|the|of|to|in|on|at|by|for|from|with|about|as|than|and|or|but|nor|its|their|his|her|this|that)\W*$",
+    re.IGNORECASE,
+)
+
 
 def leading_clauses(sentence: str) -> list[str]:
-    """The heads of ``sentence`` that end where one of its clauses does (at a comma or semicolon, never inside a date,
-    brackets or quotes), longest first, each closed with a full stop. Only a sentence whose main clause (its first,
-    past an opening phrase such as "As agents of the bureau,") holds a verb has any, and each holds at least
-    ``MIN_CLAUSE_WORDS`` words past that phrase: "In 2003, the film, which came out, did well." has none."""
+    """The heads of ``sentence`` that end where one of its clauses does (at a comma or semicolon; never inside a date,
+    brackets or quotes, nor after a word that wants another: "for about."), longest first, each closed with a full
+    stop. Only a sentence whose main clause (its first, past an opening phrase such as "As agents of the bureau,")
+    holds a verb has any, and each holds at least ``MIN_CLAUSE_WORDS`` words past that phrase: "In 2003, the film,
+    which came out, did well." has none."""
     ends = [m.start() for m in _CLAUSE_END.finditer(sentence)]
     first = 1 if ends and _OPENER.match(sentence) else 0
     start = ends[0] if first else 0
@@ -270,7 +276,8 @@ def leading_clauses(sentence: str) -> list[str]:
         balanced = (
             head.count("(") == head.count(")") and head.count('"') % 2 == 0 and head.count("“") == head.count("”")
         )
-        if balanced and len(_words(sentence[start:end])) >= MIN_CLAUSE_WORDS:
+        dangling = _DANGLING.search(head)  # "flows southeast for about" (a passage that lost its number)
+        if balanced and not dangling and len(_words(sentence[start:end])) >= MIN_CLAUSE_WORDS:
             heads.append(head if head.endswith(".") else f"{head}.")
     return heads
 
