@@ -35,6 +35,14 @@ def test_dq_da_stops_before_a_trailing_answer_section():
     assert pairs[0].answer == "A one"
 
 
+def test_a_da_ends_where_the_next_da_begins_even_without_its_dq():
+    text = "DQ 1: Who does Hannah Montana pick?\nDA 1: Jake DA 2: Jesse"  # as I_e wrote it on ASQA dev
+    assert [p.answer for p in parse_disambiguations(text)] == ["Jake"]  # not "Jake DA 2: Jesse"
+    assert misnumbered_disambiguations("DQ 3: Who sang it? DA 1: Ethel Merman DA 2: Ray Middleton")[0].answer == (
+        "Ethel Merman"
+    )
+
+
 def test_dq_da_from_constrained_json():
     pairs = parse_disambiguations(
         '{"disambiguations": [{"question": "Q?", "answer": "A"}, {"question": "", "answer": "x"}]}'

@@ -35,13 +35,14 @@ def extract_json(text: str) -> Any:
 # ``misnumbered_disambiguations`` instead: taken like any other pair, such DAs were mostly one passage sentence repeated
 # for several DQs or answers to other questions (6 of 30 ASQA dev questions, docs/answers.md), so I_e keeps one only
 # where it passes stricter checks (``agent.steps.rac.misnumbered``).
+_ANSWER_END = r"(?=\s*(?:\n\s*\n|D[QA]\s*\d+\s*[:.)-]|Answer\s*:|$))"  # a DA ends where the next DQ or DA begins
 _DQ_DA = re.compile(
-    r"DQ\s*(\d+)\s*[:.)-]\s*(?P<q>.+?)\s*(?:\n|\s)\s*DA\s*\1\s*[:.)-]\s*(?P<a>.+?)(?=\s*(?:\n\s*\n|DQ\s*\d+\s*[:.)-]|Answer\s*:|$))",
+    rf"DQ\s*(\d+)\s*[:.)-]\s*(?P<q>.+?)\s*(?:\n|\s)\s*DA\s*\1\s*[:.)-]\s*(?P<a>.+?){_ANSWER_END}",
     re.IGNORECASE | re.DOTALL,
 )
 _DQ_ANY_DA = re.compile(
     r"DQ\s*(?P<n>\d+)\s*[:.)-]\s*(?P<q>(?:(?!DQ\s*\d+\s*[:.)-]).)+?)\s*(?:\n|\s)\s*DA\s*(?P<m>\d+)\s*[:.)-]\s*"
-    r"(?P<a>.+?)(?=\s*(?:\n\s*\n|DQ\s*\d+\s*[:.)-]|Answer\s*:|$))",
+    rf"(?P<a>.+?){_ANSWER_END}",
     re.IGNORECASE | re.DOTALL,
 )
 
