@@ -252,23 +252,43 @@ _FINITE = re.compile(  # a verb, roughly: enough to tell "The film was released 
     r"drew|flew|grew|knew|threw|spoke|chose|rose|stood|said|paid|\w{2,}ed)\b",
     re.IGNORECASE,
 )
-
+_NOUN_BEFORE = {"a", "an", "the", "its", "his", "her", "our", "their", "of", "all", "any", "few", "many", "some",
+                "these", "those", "several", "two", "three", "four", "five"}  # fmt: skip
 _DANGLING = re.compile(
     r"\b(?:a|an|the|of|to|in|on|at|by|for|from|with|about|as|than|and|or|but|nor|its|their|his|her|this|that)\W*$",
     re.IGNORECASE,
 )
 
 
+_RELATIVE = re.compile(r"[,;]\s+(?:who|whom|whose|which|where|when|that)\b", re.IGNORECASE)
+
+
+def _has_verb(clause: str) -> bool:
+    """Whether ``clause`` seems to hold a verb: a common one, a past form, or a lower-case word in -s after a word
+    that does not start a plural ("It originates", "the team travels"; not "the rivers", "Beatles", "status")."""
+    if _FINITE.search(clause):
+        return True
+    words = re.findall(r"[\w'’-]+", clause)
+    return any(
+        word.islower() and len(word) > 3 and word.endswith("s") and not word.endswith(("ss", "us", "is"))
+        and before.lower() not in _NOUN_BEFORE
+        for before, word in zip(words, words[1:])
+    )  # fmt: skip
+
+
 def leading_clauses(sentence: str) -> list[str]:
     """The heads of ``sentence`` that end where one of its clauses does (at a comma or semicolon; never inside a date,
     brackets or quotes, nor after a word that wants another: "for about."), longest first, each closed with a full
-    stop. Only a sentence whose main clause (its first, past an opening phrase such as "As agents of the bureau,")
-    holds a verb has any, and each holds at least ``MIN_CLAUSE_WORDS`` words past that phrase: "In 2003, the film,
-    which came out, did well." has none."""
+    stop. The sentence's main clause is its first, or its second after an opening phrase ("As agents of the bureau,",
+    "Meanwhile,": a preposition or a clause without a verb); only a main clause with a verb gives heads, and each holds
+    at least ``MIN_CLAUSE_WORDS`` words past the opening phrase: "In 2003, the film, which came out, did well." has
+    none."""
     ends = [m.start() for m in _CLAUSE_END.finditer(sentence)]
-    first = 1 if ends and _OPENER.match(sentence) else 0
-    start = ends[0] if first else 0
-    if first >= len(ends) or not _FINITE.search(sentence[start : ends[first]]):
+    subject = bool(ends) and bool(_RELATIVE.match(sentence, ends[0]))  # "The album, which came out in 1999, sold"
+    opens = bool(ends) and (bool(_OPENER.match(sentence)) or not (subject or _has_verb(sentence[: ends[0]])))
+    first = 1 if opens else 0
+    start = ends[0] if opens else 0
+    if first >= len(ends) or not _has_verb(sentence[start : ends[first]]):
         return []
     heads = []
     for end in reversed(ends[first:]):

@@ -134,6 +134,12 @@ def test_a_copying_sentence_is_cut_back_at_a_clause_never_inside_a_date_brackets
     assert leading_clauses(opened) == ["As agents of the bureau, the team toured the galaxy in their ship."]
     assert leading_clauses("In 2003, the film, which came out, did well.") == []  # "the film" is no clause
     assert leading_clauses("The band's debut album, which came out in 1999, sold well.") == []
+    assert leading_clauses("Meanwhile, Jackson works at the shop, where his boss sets him tasks.") == [
+        "Meanwhile, Jackson works at the shop."  # an opening word without a verb is no main clause
+    ]
+    assert leading_clauses("It originates in the town, in the forest of Germany, at the confluence.")[0] == (
+        "It originates in the town, in the forest of Germany."
+    )
     assert leading_clauses("The river then flows southeast for about , passing four capitals.") == []  # "for about."
     assert leading_clauses('He said "Yes, we can, and will" to them, loudly.') == [
         'He said "Yes, we can, and will" to them.'
