@@ -276,13 +276,29 @@ def _has_verb(clause: str) -> bool:
     )  # fmt: skip
 
 
+LIST_ITEM_WORDS = 5  # "James Johnston", "Joseph McDowell and Isaac Shelby": an item of a list
+
+
+def _in_list(sentence: str, end: int, ends: list[int]) -> bool:
+    """Whether a cut at ``end`` would end a list early ("led by A, B, C, D and E" → "led by A, B."): the segment after
+    it is an item (at most ``LIST_ITEM_WORDS`` words) that ends the list ("and E") or is followed by another item."""
+    later = [e for e in ends if e > end]
+    following = sentence[end + 1 : later[0]] if later else sentence[end + 1 :]
+    if len(following.split()) > LIST_ITEM_WORDS:
+        return False
+    if re.search(r"\b(?:and|or)\b", following):
+        return True
+    after = sentence[later[0] + 1 : later[1]] if len(later) > 1 else sentence[later[0] + 1 :] if later else ""
+    return bool(later) and len(after.split()) <= LIST_ITEM_WORDS
+
+
 def leading_clauses(sentence: str) -> list[str]:
     """The heads of ``sentence`` that end where one of its clauses does (at a comma or semicolon; never inside a date,
-    brackets or quotes, nor after a word that wants another: "for about."), longest first, each closed with a full
-    stop. The sentence's main clause is its first, or its second after an opening phrase ("As agents of the bureau,",
-    "Meanwhile,": a preposition or a clause without a verb); only a main clause with a verb gives heads, and each holds
-    at least ``MIN_CLAUSE_WORDS`` words past the opening phrase: "In 2003, the film, which came out, did well." has
-    none."""
+    brackets, quotes or a list, nor after a word that wants another: "for about."), longest first, each closed with a
+    full stop. The sentence's main clause is its first, or its second after an opening phrase ("As agents of the
+    bureau,", "Meanwhile,": a preposition or a clause without a verb); only a main clause with a verb gives heads, and
+    each holds at least ``MIN_CLAUSE_WORDS`` words past the opening phrase: "In 2003, the film, which came out, did
+    well." has none."""
     ends = [m.start() for m in _CLAUSE_END.finditer(sentence)]
     subject = bool(ends) and bool(_RELATIVE.match(sentence, ends[0]))  # "The album, which came out in 1999, sold"
     opens = bool(ends) and (bool(_OPENER.match(sentence)) or not (subject or _has_verb(sentence[: ends[0]])))
@@ -297,7 +313,8 @@ def leading_clauses(sentence: str) -> list[str]:
             head.count("(") == head.count(")") and head.count('"') % 2 == 0 and head.count("“") == head.count("”")
         )
         dangling = _DANGLING.search(head)  # "flows southeast for about" (a passage that lost its number)
-        if balanced and not dangling and len(_words(sentence[start:end])) >= MIN_CLAUSE_WORDS:
+        listing = _in_list(sentence, end, ends)
+        if balanced and not dangling and not listing and len(_words(sentence[start:end])) >= MIN_CLAUSE_WORDS:
             heads.append(head if head.endswith(".") else f"{head}.")
     return heads
 

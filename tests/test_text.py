@@ -134,6 +134,8 @@ def test_a_copying_sentence_is_cut_back_at_a_clause_never_inside_a_date_brackets
     assert leading_clauses(opened) == ["As agents of the bureau, the team toured the galaxy in their ship."]
     assert leading_clauses("In 2003, the film, which came out, did well.") == []  # "the film" is no clause
     assert leading_clauses("The band's debut album, which came out in 1999, sold well.") == []
+    led = "The battle was a victory for the Patriots, who were led by Ben Cleveland, John Sevier, Joe McDowell and Isaac Shelby."
+    assert leading_clauses(led) == ["The battle was a victory for the Patriots."]  # no list cut short
     assert leading_clauses("Meanwhile, Jackson works at the shop, where his boss sets him tasks.") == [
         "Meanwhile, Jackson works at the shop."  # an opening word without a verb is no main clause
     ]
