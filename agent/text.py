@@ -258,8 +258,6 @@ _DANGLING = re.compile(
     r"\b(?:a|an|the|of|to|in|on|at|by|for|from|with|about|as|than|and|or|but|nor|its|their|his|her|this|that)\W*$",
     re.IGNORECASE,
 )
-
-
 _RELATIVE = re.compile(r"[,;]\s+(?:who|whom|whose|which|where|when|that)\b", re.IGNORECASE)
 
 
