@@ -280,14 +280,14 @@ LIST_ITEM_WORDS = 5  # "James Johnston", "Joseph McDowell and Isaac Shelby": an 
 def _in_list(sentence: str, end: int, ends: list[int]) -> bool:
     """Whether a cut at ``end`` would end a list early ("led by A, B, C, D and E" → "led by A, B."): the segment after
     it is an item (at most ``LIST_ITEM_WORDS`` words) that ends the list ("and E") or is followed by another item."""
-    later = [e for e in ends if e > end]
-    following = sentence[end + 1 : later[0]] if later else sentence[end + 1 :]
+    cuts = [end, *(e for e in ends if e > end), len(sentence)]
+    segments = [sentence[a + 1 : b] for a, b in zip(cuts, cuts[1:])]  # the clauses after the cut, in order
+    following = segments[0]
     if len(following.split()) > LIST_ITEM_WORDS:
         return False
     if re.search(r"\b(?:and|or)\b", following):
         return True
-    after = sentence[later[0] + 1 : later[1]] if len(later) > 1 else sentence[later[0] + 1 :] if later else ""
-    return bool(later) and len(after.split()) <= LIST_ITEM_WORDS
+    return len(segments) > 1 and len(segments[1].split()) <= LIST_ITEM_WORDS
 
 
 def leading_clauses(sentence: str) -> list[str]:
