@@ -14,7 +14,7 @@ from langgraph.runtime import Runtime
 from pydantic import Field
 
 from agent.context import RunContext, context_of
-from agent.llm.calls import Reply, aask, gather_concurrently
+from agent.llm.calls import LLMOptions, Reply, aask, gather_concurrently
 from agent.llm.parsing import parse_execution, parse_query
 from agent.llm.prompts import demonstration
 from agent.nodes import llm_node
@@ -24,8 +24,16 @@ from agent.state import AnswerOutput, QuestionInput
 from agent.steps import conflict
 from agent.steps.conflict import Conflict, SettleRule
 from agent.steps.consolidation import hdbscan_labels, representatives
-from agent.steps.rac import render_pairs, rephrased, restated, statements, whole_answer
-from agent.text import COPY_LIMIT, copied_runs, passage_text, render_passages, unborrowed, uncopied
+from agent.steps.rac import render_pairs, rephrased, restated, statements, whole_answer, written_from_pairs
+from agent.text import (
+    COPY_LIMIT,
+    copied_runs,
+    longest_copied_run,
+    passage_text,
+    render_passages,
+    unborrowed,
+    uncopied,
+)
 
 
 class VerdictContext(RunContext):
@@ -184,13 +192,29 @@ async def answer(state: VerdictState, runtime: Runtime[VerdictContext]) -> dict:
     text, sources = reply.value, [p.full_text for p in passages]
     if copied := copied_runs(text, sources, COPY_LIMIT):
         again = await rephrased(reply, copied, sources, answers, prompt, call, ctx.llm_options())
-        text = whole_answer(again).value if again.value else (uncopied(text, sources, answers) or text)
+        kept = whole_answer(again).value if again.value else uncopied(text, sources, answers)
+        if not kept and pairs:
+            kept = await from_pairs(state["question"], pairs, shown, sources, ctx.llm_options())
+        text = kept or text
     # a sentence carrying a name or number of the prompt's example that nothing read holds was copied from it
     read = [*sources, state["question"], render_pairs(pairs)]
     text = unborrowed(text, demonstration(prompt), read) or fallback.get("fallback", text)
     missing = [f"{d.question} {d.answer}." for d, c in zip(shown, cite) if c not in text]
     answer = " ".join([text, *missing]) if ctx.append_uncited else text
     return {"answer": " ".join(filter(None, [answer, disputed])), "uncited": len(missing)}
+
+
+async def from_pairs(
+    question: str, pairs: list[Disambiguation], shown: list[Disambiguation], sources: list[str], options: LLMOptions
+) -> str:
+    """The answer when every rephrasing still quotes a passage and cutting the quotes would lose a reading (the model
+    pasting whole passages): written from the pairs alone (``rac.written_from_pairs``, citations kept, no casebook and
+    no passages to copy), cut below ``COPY_LIMIT``; else the ``shown`` pairs (cited) listed, less those whose answer is
+    itself a quote."""
+    fresh = await written_from_pairs(question, render_pairs(shown), pairs, options, book="")
+    if fresh.value and (kept := uncopied(whole_answer(fresh).value, sources, [d.answer for d in pairs])):
+        return kept
+    return " ".join(f"{d.question} {d.answer}." for d in shown if longest_copied_run(d.answer, sources) < COPY_LIMIT)
 
 
 builder = StateGraph(

@@ -289,6 +289,36 @@ def test_a_quote_that_every_rephrasing_keeps_is_dropped_when_it_holds_no_pair_an
     assert re.fullmatch(pattern, result.answer) and result.extra["uncited"] == 0
 
 
+QUOTED = "Answer: It was released in cinemas in the United States and the United Kingdom on 16 November 2001 [2]."
+
+
+def test_a_quote_that_carries_a_reading_through_every_rephrasing_is_written_from_the_pairs(collection, scripted):
+    def from_pairs(call) -> str:  # a plain sentence that keeps the pair's citation
+        cited = re.search(r"16 November 2001 \[\d+\]", call.user).group(0)
+        return f"Answer: US cinemas showed the film from {cited}."
+
+    script = {"verdict_relax": RELAXED, "verdict_execute": executes({"hp-us": US}), "verdict_answer": QUOTED,
+              "rag_rephrase": QUOTED, "rag_generate_pairs": from_pairs}  # fmt: skip
+    name, model = scripted(script)
+    result = agent.run(QUESTION, method="verdict", llm=name, collection=collection, top_k=6)
+    assert model.prompts()[-5:] == ["verdict_answer", *["rag_rephrase"] * 3, "rag_generate_pairs"]
+    pairs_call = model.calls[-1]
+    assert "released in cinemas in the United States and the United Kingdom" not in pairs_call.system + pairs_call.user
+    assert re.fullmatch(r"US cinemas showed the film from 16 November 2001 \[\d\]\.", result.answer)
+    assert result.extra["uncited"] == 0
+
+
+def test_when_the_pairs_cannot_be_written_out_either_they_are_listed_with_their_citations(collection, scripted):
+    vague = "Answer: The question is ambiguous because it does not say which release is meant."
+    script = {"verdict_relax": RELAXED, "verdict_execute": executes({"hp-us": US}), "verdict_answer": QUOTED,
+              "rag_rephrase": QUOTED, "rag_generate_pairs": vague}  # fmt: skip
+    name, model = scripted(script)
+    result = agent.run(QUESTION, method="verdict", llm=name, collection=collection, top_k=6)
+    assert model.prompts().count("rag_generate_pairs") == 3  # asked again while the short answer is missing
+    pair = "When was the Harry Potter film released in cinemas in the United States?"
+    assert re.fullmatch(re.escape(pair) + r" 16 November 2001 \[\d\]\.", result.answer)
+
+
 def test_an_answer_whose_dropped_source_talk_carried_an_answer_is_restated(collection, scripted):
     lost = "Answer: It premiered once. As seen in passage [1], where it premiered in London, the date was 4 November 2001 [1]."
     restated = "Answer: It premiered in London on 4 November 2001 [1]."

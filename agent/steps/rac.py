@@ -360,9 +360,7 @@ async def unquoted(
     book: str,
 ) -> Reply[str]:
     """An answer that quotes a passage (``copied``: its stretches of ``COPY_LIMIT`` or more words), rewritten: first
-    ``rephrased``; failing that, the pairs are written out as sentences (``rag_generate_pairs``: the casebook, cached,
-    and no passages to copy; every short answer of up to ``SHORT_PAIR_WORDS`` words must appear and at least one pair
-    must be stated), kept if it copies less than the first answer, which otherwise stays. What is kept then has the
+    ``rephrased``; failing that, the pairs are written out as sentences (``written_from_pairs``), kept if it copies less than the first answer, which otherwise stays. What is kept then has the
     sentences that still copy cut back to a clause or dropped (``uncopied``) unless nothing is left or a pair's short
     answer would go with them; only where that leaves nothing and the pairs could not be written out are they listed
     (those whose answer is not itself a quote), if the list copies less."""
@@ -371,8 +369,27 @@ async def unquoted(
     if again.value or not pairs:
         chosen = whole_answer(again) if again.value else reply.with_value(uncopied(reply.value, sources) or reply.value)
         return Reply(chosen.value, chosen.text, usage, attempts, chosen.parsed, chosen.truncated)
+    shorts = [p.answer for p in pairs if _short(p.answer)]
+    fresh = await written_from_pairs(call["question"], call["disambiguations"], pairs, options, book)
+    usage, attempts = usage + fresh.usage, attempts + fresh.attempts
+    most = len(copied[0].split())
+    chosen = whole_answer(fresh) if fresh.value and longest_copied_run(fresh.value, sources) < most else reply
+    value = uncopied(chosen.value, sources, shorts)
+    if not value and not fresh.value and longest_copied_run(listed(pairs, sources), sources) < most:
+        value = listed(pairs, sources)
+    return Reply(value or chosen.value, chosen.text, usage, attempts, chosen.parsed, chosen.truncated)
 
-    def stated(text: str) -> str:  # every short answer word for word (a sentence-long one may be put shorter)
+
+async def written_from_pairs(
+    question: str, disambiguations: str, pairs: list[Disambiguation], options: LLMOptions, book: str
+) -> Reply[str]:
+    """The answer written from the pairs alone (``rag_generate_pairs`` over ``disambiguations``, their rendering:
+    the casebook ``book``, cached, and no passages to copy), with the run's retries: every short answer of up to
+    ``SHORT_PAIR_WORDS`` words must appear word for word (a sentence-long one may be put shorter) and at least one
+    pair must be stated; its value is '' when no reply does."""
+    shorts = [p.answer for p in pairs if _short(p.answer)]
+
+    def stated(text: str) -> str:
         answer = statements(text)
         missing = [a for a in shorts if not contains_answer(answer, a)]
         if missing:
@@ -382,18 +399,10 @@ async def unquoted(
             raise ParseError("the answer states none of the pairs")  # e.g. an echo of the instruction
         return answer
 
-    shorts = [p.answer for p in pairs if _short(p.answer)]
-    fresh = await aask(
+    return await aask(
         "rag_generate_pairs", options, parse=stated, fallback="", prefix=shared_prefix(book),
-        question=call["question"], disambiguations=call["disambiguations"],
+        question=question, disambiguations=disambiguations,
     )  # fmt: skip
-    usage, attempts = usage + fresh.usage, attempts + fresh.attempts
-    most = len(copied[0].split())
-    chosen = whole_answer(fresh) if fresh.value and longest_copied_run(fresh.value, sources) < most else reply
-    value = uncopied(chosen.value, sources, shorts)
-    if not value and not fresh.value and longest_copied_run(listed(pairs, sources), sources) < most:
-        value = listed(pairs, sources)
-    return Reply(value or chosen.value, chosen.text, usage, attempts, chosen.parsed, chosen.truncated)
 
 
 async def rephrased(
