@@ -360,10 +360,11 @@ async def unquoted(
     book: str,
 ) -> Reply[str]:
     """An answer that quotes a passage (``copied``: its stretches of ``COPY_LIMIT`` or more words), rewritten: first
-    ``rephrased``; failing that, the pairs are written out as sentences (``written_from_pairs``), kept if it copies less than the first answer, which otherwise stays. What is kept then has the
-    sentences that still copy cut back to a clause or dropped (``uncopied``) unless nothing is left or a pair's short
-    answer would go with them; only where that leaves nothing and the pairs could not be written out are they listed
-    (those whose answer is not itself a quote), if the list copies less."""
+    ``rephrased``; failing that, the pairs are written out as sentences (``written_from_pairs``), kept if it copies
+    less than the first answer, which otherwise stays. What is kept then has the sentences that still copy cut back to
+    a clause or dropped (``uncopied``) unless nothing is left or a pair's short answer would go with them; only where
+    that leaves nothing and the pairs could not be written out are they listed (those whose answer is not itself a
+    quote), if the list copies less."""
     again = await rephrased(reply, copied, sources, [p.answer for p in pairs], "rag_generate", call, options)
     usage, attempts = reply.usage + again.usage, reply.attempts + again.attempts
     if again.value or not pairs:
