@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import asyncio
+import math
 from collections.abc import Mapping
 from typing import Any, TypeVar
 
 from langgraph.runtime import Runtime
-from pydantic import BaseModel, Field, ValidationError, field_validator
+from pydantic import BaseModel, Field, PrivateAttr, ValidationError, field_validator
 
 from agent.errors import AgentError, ConfigError
 from agent.llm.calls import LLMOptions
@@ -16,10 +17,11 @@ from agent.retrieval.passage_set import given_passages, passage_set
 from agent.retrieval.pipeline import FirstStage, Reranker, RetrievalOptions, first_stage, rank_pool, search
 from agent.retrieval.store import Store
 from agent.schemas import Passage
-from agent.steps.casebook import Source, casebook
+from agent.steps.casebook import CALL_ROOM, Source, casebook
 from agent.steps.fewshot import Selection, Shots
 
 C = TypeVar("C", bound="RunContext")
+WINDOW_MARGIN = 1.2  # worked examples left out per token a prompt ran over: the estimate errs, fit_examples rounds
 
 
 class RunContext(BaseModel):
@@ -68,6 +70,9 @@ class RunContext(BaseModel):
         "alone (docs/retrieval.md)",
     )
 
+    _window_cut: int = PrivateAttr(default=0)  # tokens of worked examples the run leaves out to fit the window
+    _fitted: bool = PrivateAttr(default=False)  # whether a prompt of the run has read worked examples
+
     def llm_options(self) -> LLMOptions:
         return LLMOptions(
             llm=self.llm or None,
@@ -101,8 +106,28 @@ class RunContext(BaseModel):
             return rank_pool(store, query, store.items, len(store.items), self.retrieval())
         return search(self.store(), query, k, self.retrieval())
 
-    def shots(self) -> Shots:
-        return Shots(k=self.fewshot, selection=self.demo_selection, budget=self.prompt_tokens)
+    def shots(self, budget: int | None = None) -> Shots:
+        """How the run's prompts pick and fit their worked examples: within ``budget`` (default ``prompt_tokens``)
+        less what prompts that overflowed the model's window taught the run to leave out (``make_room``)."""
+        self._fitted = True
+        tokens = (budget or self.prompt_tokens) - self._window_cut
+        return Shots(k=self.fewshot, selection=self.demo_selection, budget=max(tokens, CALL_ROOM))
+
+    @property
+    def window_cut(self) -> int:
+        return self._window_cut
+
+    def make_room(self, cut: int, excess: int | None) -> bool:
+        """After a node whose prompts had ``cut`` tokens of worked examples left out ran ``excess`` tokens over the
+        model's window (None: by an unstated amount, so every example goes): leave out enough more for the run's later
+        prompts to fit, and say whether the node is worth running again — not when it read no worked examples or they
+        are gone already. Concurrent nodes that overflow together cut once: the cut is a maximum, not a sum."""
+        most = max(self.prompt_tokens - CALL_ROOM, 0)
+        if not self._fitted or cut >= most:
+            return False
+        wanted = most if excess is None else cut + math.ceil(excess * WINDOW_MARGIN)
+        self._window_cut = max(self._window_cut, min(wanted, most))
+        return True
 
     def casebook(self, question: str, source: Source = "pool") -> str:
         """The worked examples every prompt about ``question`` starts with (``agent.steps.casebook``)."""

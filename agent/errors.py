@@ -33,6 +33,15 @@ class LLMError(AgentError):
     """The LLM could not be reached, timed out or kept returning unusable output."""
 
 
+class ContextOverflowError(LLMError):
+    """A prompt and its reply did not fit the model's context window; ``excess``: the tokens the prompt must lose (None
+    where the endpoint did not say)."""
+
+    def __init__(self, message: str, excess: int | None = None) -> None:
+        super().__init__(message)
+        self.excess = excess
+
+
 class LLMUnavailableError(LLMError):
     """The LLM endpoint is down, refuses connections or times out."""
 

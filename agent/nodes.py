@@ -20,9 +20,12 @@ from typing import Any, TypeVar
 from langgraph._internal._runnable import RunnableCallable  # pinned langgraph: the node type with sync + async twins
 from langgraph.config import get_config
 
+from agent.context import RunContext
+from agent.errors import ContextOverflowError
 from agent.llm.usage import merge_usage, node_calls, node_usage
 
 T = TypeVar("T")
+WINDOW_RETRIES = 2  # runs of a node again after its prompt overflowed the window: one cut by the excess, one more
 
 _lock = threading.Lock()
 _loop: asyncio.AbstractEventLoop | None = None
@@ -91,13 +94,14 @@ def run_sync(coroutine: Coroutine[Any, Any, T]) -> T:
 
 def llm_node(afunc: Callable[..., Coroutine[Any, Any, dict]]) -> RunnableCallable:
     """The node for ``add_node``: ``afunc`` awaited under the async API, run by ``run_sync`` under the sync one, its
-    LLM calls' usage added to its update under the node's name. LangGraph injects ``runtime``/``config`` into either
-    by ``afunc``'s signature."""
+    LLM calls' usage added to its update under the node's name, run again with fewer worked examples when a prompt
+    overflows the model's window (``within_window``). LangGraph injects ``runtime``/``config`` into either by
+    ``afunc``'s signature."""
 
     @functools.wraps(afunc)
     async def accounted(*args: Any, **kwargs: Any) -> dict:
         with node_calls() as calls:
-            update = await afunc(*args, **kwargs)
+            update = await within_window(afunc, *args, **kwargs)
         if not calls:
             return update
         return {**update, "usage": merge_usage(update.get("usage"), node_usage(_node_name(), *calls))}
@@ -107,6 +111,22 @@ def llm_node(afunc: Callable[..., Coroutine[Any, Any, dict]]) -> RunnableCallabl
         return run_sync(accounted(*args, **kwargs))
 
     return RunnableCallable(func, accounted, name=afunc.__name__, trace=False)
+
+
+async def within_window(afunc: Callable[..., Coroutine[Any, Any, dict]], *args: Any, **kwargs: Any) -> dict:
+    """``afunc``'s update. A prompt that ran over the model's window (``ContextOverflowError``: given passages full of
+    numbers tokenize at twice the estimate) makes the run leave out as many tokens of worked examples and run the
+    node again, at most ``WINDOW_RETRIES`` times: the question's later prompts then share the smaller casebook. A node
+    that read no worked examples, or has none left to lose, raises the error as it came."""
+    ctx, retries = getattr(kwargs.get("runtime"), "context", None), 0
+    while True:
+        cut = ctx.window_cut if isinstance(ctx, RunContext) else 0
+        try:
+            return await afunc(*args, **kwargs)
+        except ContextOverflowError as exc:
+            retries += 1
+            if not isinstance(ctx, RunContext) or retries > WINDOW_RETRIES or not ctx.make_room(cut, exc.excess):
+                raise
 
 
 def _node_name() -> str:

@@ -9,7 +9,6 @@ casebook and the passages are each prefilled once.
 
 from __future__ import annotations
 
-from dataclasses import replace
 from typing import Any, Literal
 
 import numpy as np
@@ -239,9 +238,7 @@ async def rag_extract(state: DivaState, runtime: Runtime[DivaContext]) -> dict:
     ctx = context_of(runtime, DivaContext)
     question, kept, options = state["question"], state["kept"], ctx.llm_options()
     if ctx.extract_layout == "own_examples":  # Eq. 1
-        reply = await rac.extract_with_examples(
-            question, kept, options, replace(ctx.shots(), budget=ctx.extract_prompt_tokens)
-        )
+        reply = await rac.extract_with_examples(question, kept, options, ctx.shots(ctx.extract_prompt_tokens))
     else:
         reply = await rac.extract(question, kept, options, await casebook(state, ctx), short=True)
     continued = ctx.extract_layout == "casebook_short" and reply.parsed  # an unusable reply is not built on

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 import time
 from collections.abc import Awaitable, Callable, Generator, Iterable, Iterator, Sequence
 from contextlib import contextmanager
@@ -19,7 +20,7 @@ from langchain_core.messages import AIMessage, BaseMessage
 from langchain_core.runnables.config import ContextThreadPoolExecutor
 from pydantic import BaseModel
 
-from agent.errors import LLMCrashError, LLMError, LLMUnavailableError
+from agent.errors import ContextOverflowError, LLMCrashError, LLMError, LLMUnavailableError
 from agent.llm.factory import get_chat_model, json_response_format
 from agent.llm.parsing import ParseError
 from agent.llm.prompts import load_prompt, render
@@ -105,7 +106,7 @@ def ask(
     params = attempts.send(None)
     while True:
         start = time.perf_counter()
-        with _llm_errors(prompt, model):
+        with _llm_errors(prompt, model, params["max_tokens"]):
             try:
                 message = model.bind(**params).invoke(messages, config=config)
             except Exception as exc:
@@ -139,7 +140,7 @@ async def aask(
     params = attempts.send(None)
     while True:
         start = time.perf_counter()
-        with _llm_errors(prompt, model):
+        with _llm_errors(prompt, model, params["max_tokens"]):
             try:
                 message = await model.bind(**params).ainvoke(messages, config=config)
             except Exception as exc:
@@ -213,7 +214,7 @@ def _call_config(prompt: str) -> dict[str, Any]:
 
 
 @contextmanager
-def _llm_errors(prompt: str, model: Any) -> Iterator[None]:
+def _llm_errors(prompt: str, model: Any, reply_tokens: int) -> Iterator[None]:
     """A failed call raised as one of our errors where we know what it means (the endpoint's or the request's)."""
     try:
         yield
@@ -226,14 +227,16 @@ def _llm_errors(prompt: str, model: Any) -> Iterator[None]:
             if crash := crash_report(getattr(model, "openai_api_base", None)):
                 raise LLMCrashError(crash) from exc
             raise LLMUnavailableError(f"LLM endpoint unreachable or too slow ({type(exc).__name__}: {exc})") from exc
-        rejected = _rejection(exc, prompt)
+        rejected = _rejection(exc, prompt, reply_tokens)
         if rejected is None:
             raise
         raise rejected from exc
 
 
-def _rejection(exc: Exception, prompt: str) -> LLMError | None:
-    """A 4xx answer as one of our errors: the endpoint refusing us is fatal, one request refused is not."""
+def _rejection(exc: Exception, prompt: str, reply_tokens: int) -> LLMError | None:
+    """A 4xx answer as one of our errors: the endpoint refusing us is fatal, one request refused is not; a prompt over
+    the model's window is a ``ContextOverflowError`` saying by how much (``agent.nodes`` retries it with fewer worked
+    examples)."""
     try:
         import openai
     except ImportError:
@@ -244,10 +247,33 @@ def _rejection(exc: Exception, prompt: str) -> LLMError | None:
     message = str(body.get("message") or exc.message)
     if exc.status_code in (401, 403, 404):
         return LLMUnavailableError(f"the LLM endpoint refused the request ({exc.status_code}): {message}")
-    hint = (
-        "; lower AMBIGQA_MAX_PASSAGE_WORDS or top_k, or raise AMBIGQA_LOCAL_CTX" if "context" in message.lower() else ""
+    refusal = f"prompt '{prompt}' was rejected by the LLM ({exc.status_code}): {message}"
+    excess = overflow(message, body, reply_tokens)
+    if excess is None and "context" not in message.lower():
+        return LLMError(refusal)
+    return ContextOverflowError(
+        f"{refusal}; lower AMBIGQA_MAX_PASSAGE_WORDS or top_k, or raise AMBIGQA_LOCAL_CTX", excess
     )
-    return LLMError(f"prompt '{prompt}' was rejected by the LLM ({exc.status_code}): {message}{hint}")
+
+
+_WINDOW = re.compile(r"(?:maximum context length is|context window of)\s*(\d+)", re.IGNORECASE)
+_ASKED = re.compile(r"(?:requested tokens \(|requested |resulted in |request has )(\d+)", re.IGNORECASE)
+
+
+def overflow(message: str, body: dict[str, Any], reply_tokens: int) -> int | None:
+    """The tokens a prompt must lose so that it and a ``reply_tokens`` reply fit the window, read from the endpoint's
+    refusal: OpenAI, vLLM and llama-cpp-python say both counts in the message ("maximum context length is 4096 tokens.
+    However, you requested 5326 tokens (5026 in the messages, 300 in the completion)"), llama.cpp's server in the body
+    (``n_prompt_tokens``, ``n_ctx``). None when neither count is given, or the prompt is not what runs over."""
+    if isinstance(body.get("n_prompt_tokens"), int) and isinstance(body.get("n_ctx"), int):
+        asked, window, with_reply = body["n_prompt_tokens"], body["n_ctx"], False
+    elif (found := _WINDOW.search(message)) and (request := _ASKED.search(message)):
+        asked, window = int(request[1]), int(found[1])
+        with_reply = "in the completion" in message  # the requested count holds the reply's tokens too
+    else:
+        return None
+    excess = asked + (0 if with_reply else reply_tokens) - window
+    return excess if excess > 0 else None
 
 
 def _is_transport_error(exc: Exception) -> bool:

@@ -67,10 +67,14 @@ class ScriptedChatModel(BaseChatModel):
     default: Any = Field(default=None, description="the Reply for prompts the script does not name")
     latency: float = Field(default=0.0, description="seconds each call sleeps (to test concurrency)")
     fail_with: Exception | None = None
+    context_window: int | None = Field(
+        default=None, description="prompt and reply tokens over it are refused with a 400, worded as llama.cpp's server"
+    )
     _calls: list[ScriptedCall] = PrivateAttr(default_factory=list)
     _cursor: dict[str, int] = PrivateAttr(default_factory=dict)
     _lock: threading.Lock = PrivateAttr(default_factory=threading.Lock)
     _previous: list[str] = PrivateAttr(default_factory=list)  # the last prompt, for the simulated prefix cache
+    _refused: list[str] = PrivateAttr(default_factory=list)  # prompts refused as over the context window
 
     @property
     def _llm_type(self) -> str:
@@ -79,6 +83,16 @@ class ScriptedChatModel(BaseChatModel):
     @property
     def calls(self) -> list[ScriptedCall]:
         return list(self._calls)
+
+    @staticmethod
+    def context_tokens(messages: list[BaseMessage]) -> int:
+        """The tokens ``messages`` take of the context window, as this model counts them."""
+        return len(_prompt_tokens(messages))
+
+    @property
+    def refused(self) -> list[str]:
+        """The names of the prompts refused as over ``context_window``, in order (they are not in ``calls``)."""
+        return list(self._refused)
 
     def prompts(self) -> list[str]:
         return [c.prompt for c in sorted(self._calls, key=lambda c: c.started)]
@@ -105,6 +119,7 @@ class ScriptedChatModel(BaseChatModel):
         if self.fail_with is not None:
             raise self.fail_with
         prompt = next((t.split(":", 1)[1] for t in tags if t.startswith("prompt:")), "")
+        self._refuse_overflow(prompt, messages, kwargs.get("max_tokens", 0))
         call = ScriptedCall(prompt, messages, kwargs, time.perf_counter(), thread=threading.current_thread().name)
         tokens = _prompt_tokens(messages)
         with self._lock:  # like llama.cpp: the prefix shared with the previous prompt is served from the cache
@@ -113,6 +128,24 @@ class ScriptedChatModel(BaseChatModel):
             cached = min(len(self._previous), len(tokens)) if shared is None else shared
             self._previous = tokens
         return call, cached
+
+    def _refuse_overflow(self, name: str, messages: list[BaseMessage], reply: int) -> None:
+        """The endpoint's 400 for a prompt that, with its reply, runs over ``context_window`` tokens."""
+        prompt = self.context_tokens(messages)
+        if self.context_window is None or prompt + reply <= self.context_window:
+            return
+        with self._lock:
+            self._refused.append(name)
+        import httpx
+        import openai
+
+        message = (
+            f"This model's maximum context length is {self.context_window} tokens. However, you requested "
+            f"{prompt + reply} tokens ({prompt} in the messages, {reply} in the completion). Please reduce the length "
+            "of the messages or completion."
+        )
+        response = httpx.Response(400, request=httpx.Request("POST", "http://scripted.invalid/v1/chat/completions"))
+        raise openai.BadRequestError(message, response=response, body={"message": message})
 
     def _result(self, call: ScriptedCall, cached: int) -> ChatResult:
         reply = self._reply(call)
