@@ -67,3 +67,16 @@ def test_a_node_without_worked_examples_is_not_run_again(scripted):
     with pytest.raises(ContextOverflowError):
         agent.run(QUESTION, method="madam", llm=name, passages=CENSUS[:1])
     assert model.refused == ["madam_agent"]  # nothing a retry could cut
+
+
+def test_every_diva_node_that_overflows_runs_again_and_the_run_makes_the_same_calls(scripted):
+    from agent.llm.scripted import DEMO_SCRIPT
+
+    unbounded, free = scripted(dict(DEMO_SCRIPT), default="Yes.")
+    agent.run(QUESTION, method="diva", llm=unbounded, passages=CENSUS)
+    widest = max(free.context_tokens(c.messages) + c.kwargs["max_tokens"] for c in free.calls)
+    name, model = scripted(dict(DEMO_SCRIPT), default="Yes.", context_window=widest - 200)
+    result = agent.run(QUESTION, method="diva", llm=name, passages=CENSUS)
+    assert result.answer and model.refused
+    assert all(model.refused.count(p) <= 2 for p in set(model.refused))  # WINDOW_RETRIES a node
+    assert model.prompts() == free.prompts()  # the same calls, each within the window
