@@ -11,7 +11,8 @@ def test_local_model_answers_a_demo_question_through_rag(home):
     question = "Who plays lord beric in game of thrones?"
     result = agent.run(question, method="rag", llm="local", collection="demo", temperature=0.0)
     assert len(result.passages) == 5
-    assert len(result.answer.split()) >= 10
+    # a sentence, not a bare name: 9 words on an AMX CPU (weights as stored), more where llama.cpp repacks them
+    assert len(result.answer.split()) >= 6, result.answer
     assert result.usage.total.calls >= 2
     assert result.usage.by_node["rag_extract"].input_tokens > 500  # instructions, few-shot and 5 passages
     assert result.usage.by_node["rag_generate"].output_tokens > 0

@@ -71,10 +71,11 @@ class Repacking:
 def repacking(settings: Settings, flags: set[str] | None = None) -> Repacking:
     """Repacking lays Q4_K weights out for the CPU's widest kernels (llama.cpp's ``CPU_REPACK`` buffer, and its ``AMX``
     buffer where the build has AMX). On AMX CPUs (Sapphire Rapids and later) llama.cpp 0.3.36's AMX matrix kernel
-    dies with SIGSEGV on the first completion (llama.cpp issue 20824) and llama.cpp offers no switch for the AMX
-    buffer alone, so ``auto`` turns all repacking off there; the same applies once a server died by a signal with it
-    on, so an unknown CPU with the same defect answers on the next call. ``ambigqa doctor --compare-repack`` measures
-    what it costs. ``flags``: the CPU's (default: this machine's)."""
+    can die on the first completion (SIGSEGV, llama.cpp issue 20824; SIGILL at ``tilezero`` on an Emerald Rapids VM:
+    docs/local-llm.md), and llama.cpp offers no switch for the AMX buffer alone, so ``auto`` turns all repacking off
+    there; the same applies once a server died by a signal with it on, so an unknown CPU with the same defect answers
+    on the next call. ``ambigqa doctor --compare-repack`` measures what it costs. ``flags``: the CPU's (default: this
+    machine's)."""
     if settings.local_repack != "auto":
         return Repacking(settings.local_repack == "on", f"AMBIGQA_LOCAL_REPACK={settings.local_repack}")
     if crash := _crashed_repacking.get(settings.local_model):
