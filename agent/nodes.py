@@ -115,9 +115,10 @@ def llm_node(afunc: Callable[..., Coroutine[Any, Any, dict]]) -> RunnableCallabl
 
 async def within_window(afunc: Callable[..., Coroutine[Any, Any, dict]], *args: Any, **kwargs: Any) -> dict:
     """``afunc``'s update. A prompt that ran over the model's window (``ContextOverflowError``: given passages full of
-    numbers tokenize at twice the estimate) makes the run leave out as many tokens of worked examples and run the
-    node again, at most ``WINDOW_RETRIES`` times: the question's later prompts then share the smaller casebook. A node
-    that read no worked examples, or has none left to lose, raises the error as it came."""
+    numbers tokenize at twice the estimate) makes the run leave out worked examples worth 1.2× the excess
+    (``context.WINDOW_MARGIN``) and run the node again, at most ``WINDOW_RETRIES`` times: the question's later prompts
+    then share the smaller casebook. A node that read no worked examples, or has none left to lose, raises the error
+    as it came."""
     ctx, retries = getattr(kwargs.get("runtime"), "context", None), 0
     while True:
         cut = ctx.window_cut if isinstance(ctx, RunContext) else 0
