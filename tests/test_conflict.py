@@ -10,7 +10,15 @@ import pytest
 import agent
 from agent.llm.calls import LLMOptions
 from agent.schemas import Disambiguation, Passage
-from agent.steps.conflict import answer_key, answer_keys, conflicting_groups, disputes, parse_keep, settle
+from agent.steps.conflict import (
+    answer_key,
+    answer_keys,
+    conflicting_groups,
+    disputes,
+    parse_keep,
+    refines,
+    settle,
+)
 
 QUESTION = "In which year was Michael Jordan born?"
 PASSAGES = [
@@ -96,6 +104,21 @@ def test_a_longer_wording_of_an_answer_counts_with_it(scripted):
                 for a in ("Yellow lantern", "yellow lantern banksia", "Red lantern banksia")]  # fmt: skip
     assert len(set(answer_keys(dates))) == 2  # another number: another answer
     assert len(set(answer_keys(lanterns))) == 2 and answer_keys(lanterns)[0] == answer_keys(lanterns)[1]
+
+
+def test_a_date_at_coarser_precision_does_not_compete_with_it(scripted):
+    asked = "When was Edmund Brockman born?"  # ramdocs-258: the step left both undecided and lost the gold date
+    told = "Edmund Ralph Brockman ({} – 17 September 1908) was an Australian farmer and politician."
+    docs = [Passage(id=f"d{n}", text=told.format(day)) for n, day in enumerate(["22 October 1828", "1828", "1835"])]
+    read = ["Edmund Brockman was born on 22 October 1828.", "1828", "October 1828", "15 July 1835"]
+    pairs = [Disambiguation(question=asked, answer=a, passage_ids=[f"d{min(n, 2)}"]) for n, a in enumerate(read)]
+    assert refines("1828", "22 october 1828") and refines("october 1828", "22nd october 1828")
+    assert not refines("2", "2 million") and not refines("3 july 1750", "12 december 1750")
+    assert conflicting_groups(pairs[:3], docs) == []  # one date, three precisions
+    assert conflicting_groups(pairs, docs) == [[0, 1, 2, 3]]  # another year contradicts them all
+    name, model = scripted({"conflict_judge": "Keep: 2"})  # a judge that would drop the full date
+    kept, _, conflicts = asyncio.run(settle(asked, pairs[:2], docs, LLMOptions(llm=name), both_orders=True))
+    assert model.calls == [] and conflicts == [] and kept == pairs[:2]
 
 
 def test_answers_from_passages_about_different_subjects_both_stand(scripted):

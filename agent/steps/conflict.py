@@ -14,7 +14,9 @@ backed only them; each settled group is reported as a ``Conflict``. An unusable 
 Answers are compared by what they add to their question (``answer_key``): "Fort Buchanan is located in Arizona",
 "Fort Buchanan, Arizona" and "Arizona" are one answer to "Where is Fort Buchanan located?", stated by all their passages;
 so are an answer and a longer one that holds all its words and the same numbers (``answer_keys``: "Tropical", "Spanish
-Tropical" and "AM radio station broadcasting a Spanish Tropical format").
+Tropical" and "AM radio station broadcasting a Spanish Tropical format"). A group whose answers are all one date
+at coarser and finer precision ("1828", "October 1828", "22 October 1828") has no conflict: a year does not contradict
+a day in it (``refines``).
 
 With ``both_orders`` the judge reads a group twice, its answers in one order and then in reverse, and an answer stands
 only if kept both times: a small judge tends to keep whichever answer sits in one position, and an answer it keeps in
@@ -43,6 +45,11 @@ SAME_QUESTION = 0.9  # all-MiniLM-L6-v2 cosine above which two disambiguated que
 SAME_SUBJECT = 0.5
 _THOUSANDS = re.compile(r"(?<=\d) (?=\d{3}\b)")  # "9 523" as "9,523" normalises: "9523"
 FILLER = frozenset("is are was were be been in on at of by to for from".split())  # what restating a question adds
+MONTHS = frozenset(
+    "january february march april may june july august september october november december "
+    "jan feb mar apr jun jul aug sep sept oct nov dec".split()
+)
+_DAY = re.compile(r"(0?[1-9]|[12]\d|3[01])(st|nd|rd|th)?")
 SettleRule = Literal["majority", "judge"]
 SettledBy = Literal["majority", "judge", "undecided"]
 
@@ -95,7 +102,8 @@ def conflicting_groups(
     A pair joins the first group whose first question is close enough and whose answers are of its kind, with or
     without a digit (a year and a place do not compete: "When was X born in Canada East?" and "Where did X grow up in
     Canada East?" embed alike but ask different things); each group is then split into the parts that
-    ``same_subject`` links, so two answers drawn from passages about different subjects both stand."""
+    ``same_subject`` links, so two answers drawn from passages about different subjects both stand, and a part whose
+    answers are one date at several precisions (``one_date``) is no conflict."""
     if len(pairs) < 2:
         return []
     vectors = embed([p.question for p in pairs])
@@ -112,7 +120,20 @@ def conflicting_groups(
     words = {p.id: set(content_words(p.full_text)) for p in passages}
     keys = keys if keys is not None else answer_keys(pairs)
     parts = [part for group in groups for part in subject_parts(group, pairs, words, keys)]
-    return [part for part in parts if len({keys[i] for i in part}) > 1]
+    return [part for part in parts if len({keys[i] for i in part}) > 1 and not one_date({keys[i] for i in part})]
+
+
+def refines(coarse: str, fine: str) -> bool:
+    """Whether answer key ``fine`` is ``coarse`` stated more precisely as a date: all of its words, and besides them
+    only day numbers and month names ("1828" → "october 1828" → "22 october 1828"; not "2" → "2 million", nor
+    "3 july 1750" → "12 december 1750")."""
+    have, more = set(coarse.split()), set(fine.split())
+    return have < more and all(w in MONTHS or _DAY.fullmatch(w) for w in more - have)
+
+
+def one_date(keys: set[str]) -> bool:
+    """Whether answer ``keys`` are one date at several precisions: one of them refines all the others."""
+    return any(all(k == host or refines(k, host) for k in keys) for host in keys)
 
 
 def same_subject(a: set[str], b: set[str]) -> bool:
