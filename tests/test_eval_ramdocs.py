@@ -67,6 +67,18 @@ def test_a_wrong_answer_that_is_also_gold_or_part_of_a_gold_one_is_not_misinform
     assert m.states_wrong("He played basketball.", ["American football"], ["Basketball", "Football"]) == 1.0
 
 
+def test_a_date_counts_however_the_answer_words_it():
+    # ramdocs-258: "Edmund Ralph Brockman was born on October 22, 1828." states the gold "22 October 1828"
+    assert m.day_first("born on October 22, 1828, in Kent") == "born on 22 October 1828, in Kent"
+    assert m.day_first("the 3rd of Sept. 1750 and 04 July 2000") == "the 3 September 1750 and 4 July 2000"
+    assert m.day_first("May 2000 and 22 October") == "May 2000 and 22 October"  # not full dates: as they are
+    assert m.gold_recall("He was born on October 22, 1828.", ["22 October 1828", "28 April 1882"]) == 0.5
+    assert m.conflict_em("Released on 4 July 2000.", ["July 4, 2000"], ["2009"]) == 1.0
+    assert m.states_wrong("Born on July 15, 1835.", ["22 October 1828"], ["15 July 1835"]) == 1.0
+    assert m.real_wrongs(["4 July 2000"], ["July 4, 2000", "2001"]) == ["2001"]
+    assert m.gold_recall("Born on 22 October 1829.", ["October 22, 1828"]) == 0.0
+
+
 def _agent(call) -> str:
     document = call.user.split("document:", 1)[-1]
     year = re.search(r"\b(1\d{3})\b", document)
