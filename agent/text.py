@@ -5,13 +5,26 @@ from __future__ import annotations
 import re
 import string
 import unicodedata
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from agent.llm.parsing import sentences
 from agent.schemas import Passage, QAPair
 from agent.settings import get_settings
 
 _ARTICLES = re.compile(r"\b(a|an|the)\b", re.IGNORECASE)
+_SPELLINGS = [("january", "jan"), ("february", "feb"), ("march", "mar"), ("april", "apr"), ("may",),
+              ("june", "jun"), ("july", "jul"), ("august", "aug"), ("september", "sep", "sept"), ("october", "oct"),
+              ("november", "nov"), ("december", "dec")]  # fmt: skip
+MONTHS = {name: i for i, names in enumerate(_SPELLINGS, start=1) for name in names}  # lower-case name → number
+_MONTH_NAME = r"(?P<month>" + "|".join(sorted(MONTHS, key=len, reverse=True)) + r")\.?"
+_DAY_NUMBER = r"(?P<day>\d{1,2})(?:st|nd|rd|th)?"
+_YEAR_NUMBER = r"(?P<year>\d{3,4})"
+_DATES = [
+    re.compile(rf"\b{_DAY_NUMBER}\s+(?:of\s+)?{_MONTH_NAME},?\s+{_YEAR_NUMBER}\b", re.IGNORECASE),  # 16 November 2001
+    re.compile(rf"\b{_MONTH_NAME}\s+{_DAY_NUMBER},?\s+{_YEAR_NUMBER}\b", re.IGNORECASE),  # November 16, 2001
+    re.compile(r"\b(?P<year>\d{4})-(?P<month>\d{1,2})-(?P<day>\d{1,2})\b"),  # 2001-11-16
+    re.compile(rf"\b{_MONTH_NAME},?\s+{_YEAR_NUMBER}\b", re.IGNORECASE),  # November 2001
+]
 
 
 def normalize_answer(text: str) -> str:
@@ -20,6 +33,30 @@ def normalize_answer(text: str) -> str:
     text = "".join(ch for ch in text if ch not in set(string.punctuation))
     text = _ARTICLES.sub(" ", text)
     return " ".join(text.split())
+
+
+def iso_dates(text: str) -> str:
+    """``text`` with every date written as ISO, however it was worded ("16th of Nov. 2001", "November 16, 2001" →
+    "2001-11-16"; "November 2001" → "2001-11"), so that one date compares equal in any of its forms."""
+    return _dates(text, lambda year, month, day: f"{year:04d}-{month:02d}" + (f"-{day:02d}" if day else ""))
+
+
+def spelled_dates(text: str) -> str:
+    """``text`` with every date written day first and its month named in full ("November 16, 2001", "2001-11-16" →
+    "16 November 2001"; "Nov. 2001" → "November 2001"): one form for all, adding no number the text lacked."""
+    month_name = [names[0].capitalize() for names in _SPELLINGS]
+    return _dates(text, lambda year, month, day: f"{f'{day} ' if day else ''}{month_name[month - 1]} {year}")
+
+
+def _dates(text: str, write: Callable[[int, int, int | None], str]) -> str:
+    def rewrite(match: re.Match[str]) -> str:
+        month, day = match["month"], match.groupdict().get("day")
+        number = int(month) if month.isdigit() else MONTHS[month.lower().rstrip(".")]
+        return write(int(match["year"]), number, int(day) if day else None) if 1 <= number <= 12 else match[0]
+
+    for pattern in _DATES:
+        text = pattern.sub(rewrite, text)
+    return text
 
 
 def contains_answer(text: str, answer: str) -> bool:

@@ -10,6 +10,7 @@ import pytest
 from agent.eval import metrics as m
 from agent.eval.datasets import load_examples
 from agent.eval.harness import EvalConfig, evaluate
+from agent.text import spelled_dates
 
 
 def _row(id_: str, question: str, documents: list[tuple[str, str, str]], golds: list[str], wrongs: list[str]) -> dict:
@@ -69,9 +70,9 @@ def test_a_wrong_answer_that_is_also_gold_or_part_of_a_gold_one_is_not_misinform
 
 def test_a_date_counts_however_the_answer_words_it():
     # ramdocs-258: "Edmund Ralph Brockman was born on October 22, 1828." states the gold "22 October 1828"
-    assert m.day_first("born on October 22, 1828, in Kent") == "born on 22 October 1828, in Kent"
-    assert m.day_first("the 3rd of Sept. 1750 and 04 July 2000") == "the 3 September 1750 and 4 July 2000"
-    assert m.day_first("May 2000 and 22 October") == "May 2000 and 22 October"  # not full dates: as they are
+    assert spelled_dates("born on October 22, 1828, in Kent") == "born on 22 October 1828, in Kent"
+    assert spelled_dates("the 3rd of Sept. 1750 and 2000-07-04") == "the 3 September 1750 and 4 July 2000"
+    assert spelled_dates("in Oct. 1828 and on 22 October") == "in October 1828 and on 22 October"
     assert m.gold_recall("He was born on October 22, 1828.", ["22 October 1828", "28 April 1882"]) == 0.5
     assert m.conflict_em("Released on 4 July 2000.", ["July 4, 2000"], ["2009"]) == 1.0
     assert m.states_wrong("Born on July 15, 1835.", ["22 October 1828"], ["15 July 1835"]) == 1.0

@@ -14,7 +14,7 @@ from collections.abc import Callable, Sequence
 from functools import lru_cache
 
 from agent.llm.parsing import sentences
-from agent.text import normalize_answer
+from agent.text import normalize_answer, spelled_dates
 
 Reader = Callable[[str, str], str]  # (question, context) → extracted answer span
 
@@ -156,39 +156,27 @@ def asserted_text(answer: str) -> str:
     return " ".join(s for s in sentences(answer) if not REJECTING.search(s))
 
 
-_MONTHS = "January February March April May June July August September October November December".split()
-_MONTH = {m.lower(): m for m in _MONTHS} | {m[:3].lower(): m for m in _MONTHS} | {"sept": "September"}
-_MONTH_NAME = r"(" + "|".join(sorted(_MONTH, key=len, reverse=True)) + r")\.?"
-_MONTH_FIRST = re.compile(rf"\b{_MONTH_NAME} (\d{{1,2}})(?:st|nd|rd|th)?,? (\d{{3,4}})\b", re.IGNORECASE)
-_DAY_FIRST = re.compile(rf"\b(\d{{1,2}})(?:st|nd|rd|th)? (?:of )?{_MONTH_NAME},? (\d{{3,4}})\b", re.IGNORECASE)
-
-
-def day_first(text: str) -> str:
-    """Full dates in ``text`` written one way, day first with the month's full name ("October 22, 1828", "22nd Oct.
-    1828" → "22 October 1828"), so that RAMDocs' metrics match a date however the answer words it."""
-    text = _MONTH_FIRST.sub(lambda m: f"{int(m[2])} {_MONTH[m[1].lower()]} {m[3]}", text)
-    return _DAY_FIRST.sub(lambda m: f"{int(m[1])} {_MONTH[m[2].lower()]} {m[3]}", text)
-
-
 def conflict_em(text: str, golds: Sequence[str], wrongs: Sequence[str]) -> float:
     """RAMDocs' exact match: every gold answer present and no wrong answer stated (``states_wrong``); dates match in
-    either order (``day_first``)."""
-    return float(all(_present(day_first(g), day_first(text)) for g in golds) and not states_wrong(text, golds, wrongs))
+    either order (``agent.text.spelled_dates``)."""
+    return float(
+        all(_present(spelled_dates(g), spelled_dates(text)) for g in golds) and not states_wrong(text, golds, wrongs)
+    )
 
 
 def real_wrongs(golds: Sequence[str], wrongs: Sequence[str]) -> list[str]:
     """The wrong answers that are not also gold ones: RAMDocs lists some valid answers among the wrong ones too
     (``ramdocs-203``: 1860 is gold and wrong), and stating a gold answer is not misinformation."""
-    gold = {normalize_answer(day_first(g)) for g in golds}
-    return [w for w in wrongs if (said := normalize_answer(day_first(w))) and said not in gold]
+    gold = {normalize_answer(spelled_dates(g)) for g in golds}
+    return [w for w in wrongs if (said := normalize_answer(spelled_dates(w))) and said not in gold]
 
 
 def states_wrong(text: str, golds: Sequence[str], wrongs: Sequence[str]) -> float:
     """1 if a real wrong answer is present outside the gold answers that contain it ("football" is not stated by
-    "American football" when that is gold); dates match in either order (``day_first``)."""
-    normalised = normalize_answer(day_first(text))
-    gold = [normalize_answer(day_first(g)) for g in golds]
-    for wrong in (normalize_answer(day_first(w)) for w in real_wrongs(golds, wrongs)):
+    "American football" when that is gold); dates match in either order (``agent.text.spelled_dates``)."""
+    normalised = normalize_answer(spelled_dates(text))
+    gold = [normalize_answer(spelled_dates(g)) for g in golds]
+    for wrong in (normalize_answer(spelled_dates(w)) for w in real_wrongs(golds, wrongs)):
         rest = normalised
         for container in sorted((g for g in gold if wrong in g), key=len, reverse=True):
             rest = rest.replace(container, "|")
@@ -198,8 +186,8 @@ def states_wrong(text: str, golds: Sequence[str], wrongs: Sequence[str]) -> floa
 
 
 def gold_recall(text: str, golds: Sequence[str]) -> float:
-    """Share of the gold answers present in ``text``, dates in either order (``day_first``)."""
-    return sum(_present(day_first(g), day_first(text)) for g in golds) / len(golds) if golds else 0.0
+    """Share of the gold answers present in ``text``, dates in either order (``agent.text.spelled_dates``)."""
+    return sum(_present(spelled_dates(g), spelled_dates(text)) for g in golds) / len(golds) if golds else 0.0
 
 
 def rejection_scores(rejected: set[str], bad: set[str]) -> dict[str, float]:

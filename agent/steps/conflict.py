@@ -36,7 +36,7 @@ from agent.llm.parsing import ParseError
 from agent.retrieval.embeddings import embed
 from agent.retrieval.terms import content_words
 from agent.schemas import Disambiguation, Passage
-from agent.text import normalize_answer, passage_text
+from agent.text import MONTHS, normalize_answer, passage_text
 
 SAME_QUESTION = 0.9  # all-MiniLM-L6-v2 cosine above which two disambiguated questions are one interpretation
 # share of the shorter passage's distinct content words that two passages about one subject have in common; on RAMDocs
@@ -45,10 +45,6 @@ SAME_QUESTION = 0.9  # all-MiniLM-L6-v2 cosine above which two disambiguated que
 SAME_SUBJECT = 0.5
 _THOUSANDS = re.compile(r"(?<=\d) (?=\d{3}\b)")  # "9 523" as "9,523" normalises: "9523"
 FILLER = frozenset("is are was were be been in on at of by to for from".split())  # what restating a question adds
-MONTHS = frozenset(
-    "january february march april may june july august september october november december "
-    "jan feb mar apr jun jul aug sep sept oct nov dec".split()
-)
 _DAY = re.compile(r"(0?[1-9]|[12]\d|3[01])(st|nd|rd|th)?")
 SettleRule = Literal["majority", "judge"]
 SettledBy = Literal["majority", "judge", "undecided"]

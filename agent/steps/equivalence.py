@@ -22,26 +22,8 @@ from agent.errors import ConfigError
 from agent.llm.calls import LLMOptions, ask
 from agent.llm.parsing import parse_yes_no
 from agent.schemas import YesNo
+from agent.text import iso_dates
 
-_MONTHS = {
-    name: i
-    for i, names in enumerate(
-        [("january", "jan"), ("february", "feb"), ("march", "mar"), ("april", "apr"), ("may",), ("june", "jun"),
-         ("july", "jul"), ("august", "aug"), ("september", "sep", "sept"), ("october", "oct"), ("november", "nov"),
-         ("december", "dec")],
-        start=1,
-    )
-    for name in names
-}  # fmt: skip
-_MONTH = r"(?P<month>" + "|".join(sorted(_MONTHS, key=len, reverse=True)) + r")\.?"
-_DAY = r"(?P<day>\d{1,2})(?:st|nd|rd|th)?"
-_YEAR = r"(?P<year>\d{3,4})"
-_DATES = [
-    re.compile(rf"\b{_DAY}\s+(?:of\s+)?{_MONTH},?\s+{_YEAR}\b"),  # 16 November 2001
-    re.compile(rf"\b{_MONTH}\s+{_DAY},?\s+{_YEAR}\b"),  # November 16, 2001
-    re.compile(r"\b(?P<year>\d{4})-(?P<month>\d{1,2})-(?P<day>\d{1,2})\b"),  # 2001-11-16
-    re.compile(rf"\b{_MONTH},?\s+{_YEAR}\b"),  # November 2001
-]
 _NUMBER_WORDS = {
     word: str(i)
     for i, word in enumerate(
@@ -54,19 +36,11 @@ _PUNCT = re.compile("[" + re.escape(string.punctuation.replace("-", "")) + "]|(?
 _ARTICLES = {"a", "an", "the"}
 
 
-def _date(match: re.Match) -> str:
-    month = match["month"]
-    month_number = int(month) if month.isdigit() else _MONTHS[month.rstrip(".")]
-    day = match.groupdict().get("day")
-    return f"{int(match['year']):04d}-{month_number:02d}" + (f"-{int(day):02d}" if day else "")
-
-
 def normalize(answer: str) -> list[str]:
     """Tokens of an answer with case, punctuation, articles, dates (ISO) and numbers (digits) made canonical."""
     text = answer.lower()
     text = re.sub(r"(?<=\d),(?=\d{3}\b)", "", text)  # 1,000 → 1000
-    for pattern in _DATES:
-        text = pattern.sub(_date, text)
+    text = iso_dates(text)
     text = re.sub(r"\b(\d+)(?:st|nd|rd|th)\b", r"\1", text)
     text = _PUNCT.sub(" ", text)
     return [_NUMBER_WORDS.get(token, token) for token in text.split() if token not in _ARTICLES]
