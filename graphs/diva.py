@@ -26,13 +26,13 @@ from agent.state import AnswerOutput, QuestionInput
 from agent.steps import conflict, rac
 from agent.steps.ambiguity import classify_ambiguity, infer_interpretations
 from agent.steps.casebook import evidence, shared_prefix
-from agent.steps.conflict import Conflict, SettleRule
+from agent.steps.conflict import Conflict, SettleOptions
 
 Grade = Literal["Useful", "PartialUseful", "Useless"]
 ExtractLayout = Literal["own_examples", "casebook_short"]
 
 
-class DivaContext(RunContext):
+class DivaContext(SettleOptions, RunContext):
     top_k: int = Field(
         default=5, ge=1, le=50, description="K: passages per interpretation (Eq. 4) and kept by pruning (A.4: 5)"
     )
@@ -72,19 +72,6 @@ class DivaContext(RunContext):
     )
     extract_prompt_tokens: int = Field(
         default=3300, ge=256, le=1_000_000, description="estimated prompt tokens of I_e's own prompt (own_examples)"
-    )
-    settle_conflicts: bool = Field(
-        default=False, description="settle answers that disagree within one interpretation (agent.steps.conflict)"
-    )
-    settle_by: SettleRule = Field(
-        default="majority",
-        description="with settle_conflicts: the answer more passages state wins and ties go to the judge (majority), "
-        "or the judge decides every conflict (judge)",
-    )
-    judge_both_orders: bool = Field(
-        default=False,
-        description="with settle_conflicts: the judge reads a conflict in both orders and an answer stands only if "
-        "kept both times; with none kept both times the answer reports the disagreement instead of asserting either",
     )
     verify_max_tokens: int = Field(
         default=24, ge=4, le=300, description="reply tokens of a Yes/No verification (App. A.4.2: 3 on average)"

@@ -22,7 +22,7 @@ from agent.retrieval.embeddings import embed
 from agent.schemas import Disambiguation, Execution, Passage
 from agent.state import AnswerOutput, QuestionInput
 from agent.steps import conflict
-from agent.steps.conflict import Conflict, SettleRule
+from agent.steps.conflict import Conflict, SettleOptions
 from agent.steps.consolidation import hdbscan_labels, representatives
 from agent.steps.rac import render_pairs, rephrased, restated, statements, whole_answer, written_from_pairs
 from agent.text import (
@@ -36,7 +36,7 @@ from agent.text import (
 )
 
 
-class VerdictContext(RunContext):
+class VerdictContext(SettleOptions, RunContext):
     temperature: float = Field(default=0.0, ge=0, le=2, description="sampling temperature (VerDICt 5.1.3: greedy)")
     top_k: int = Field(default=20, ge=1, le=100, description="passages in the universe U (VerDICt footnote 3: 20)")
     min_cluster_size: int = Field(default=2, ge=2, le=20, description="HDBSCAN min_cluster_size (default setting)")
@@ -58,19 +58,6 @@ class VerdictContext(RunContext):
         default="passages",
         description="what the answer reads beside the disambiguations: their cited passages (the paper) or nothing "
         "more; with none it reads the top passages",
-    )
-    settle_conflicts: bool = Field(
-        default=False, description="settle candidates that disagree within one interpretation (agent.steps.conflict)"
-    )
-    settle_by: SettleRule = Field(
-        default="majority",
-        description="with settle_conflicts: the answer more passages state wins and ties go to the judge (majority), "
-        "or the judge decides every conflict (judge)",
-    )
-    judge_both_orders: bool = Field(
-        default=False,
-        description="with settle_conflicts: the judge reads a conflict in both orders and an answer stands only if "
-        "kept both times; with none kept both times the answer reports the disagreement instead of asserting either",
     )
     append_uncited: bool = Field(
         default=False,

@@ -50,6 +50,24 @@ SettleRule = Literal["majority", "judge"]
 SettledBy = Literal["majority", "judge", "undecided"]
 
 
+class SettleOptions(BaseModel):
+    """The step's options in the run context of each method that runs it (DIVA, VerDICt)."""
+
+    settle_conflicts: bool = Field(
+        default=False, description="settle answers that disagree within one interpretation (agent.steps.conflict)"
+    )
+    settle_by: SettleRule = Field(
+        default="majority",
+        description="with settle_conflicts: the answer more passages state wins and ties go to the judge (majority), "
+        "or the judge decides every conflict (judge)",
+    )
+    judge_both_orders: bool = Field(
+        default=False,
+        description="with settle_conflicts: the judge reads a conflict in both orders and an answer stands only if "
+        "kept both times; with none kept both times the answer reports the disagreement instead of asserting either",
+    )
+
+
 class Conflict(BaseModel):
     question: str = Field(description="the interpretation the answers disagree on")
     answers: list[str] = Field(description="the competing answers, in the order the judge saw them")
