@@ -432,3 +432,19 @@ def test_offset_skips_the_first_rows_so_a_tuning_split_stays_out_of_a_report(dat
     evaluate(EvalConfig(dataset=dataset, methods=["rag"], out=out, collection=collection, llm=name, offset=1),
              progress=False, log=lambda _: None)  # fmt: skip
     assert [json.loads(line)["id"] for line in (out / "results.jsonl").read_text().splitlines()] == every[1:]
+
+
+def test_ids_pick_the_questions_to_run_again(dataset, collection, scripted, tmp_path):
+    from agent.errors import ConfigError
+    from agent.eval.datasets import load_examples
+
+    every = [e.id for e in load_examples(dataset)]
+    assert [e.id for e in load_examples(dataset, ids=[every[2], every[0]])] == [every[0], every[2]]  # the file's order
+    assert [e.id for e in load_examples(dataset, limit=1, ids=every[1:])] == every[1:2]
+    with pytest.raises(ConfigError, match="no question with id nowhere"):
+        load_examples(dataset, limit=1, ids=[every[0], "nowhere"])
+    name, _ = scripted(SCRIPT)
+    out = tmp_path / "run"
+    evaluate(EvalConfig(dataset=dataset, methods=["rag"], out=out, collection=collection, llm=name, ids=[every[-1]]),
+             progress=False, log=lambda _: None)  # fmt: skip
+    assert [json.loads(line)["id"] for line in (out / "results.jsonl").read_text().splitlines()] == every[-1:]

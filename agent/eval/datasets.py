@@ -4,6 +4,7 @@ RAMDocs (documents, gold_answers, wrong_answers), each in its own format."""
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Literal
 
@@ -57,11 +58,15 @@ class Example(BaseModel):
         return [p.short_answers for p in self.qa_pairs]
 
 
-def load_examples(path: Path, limit: int | None = None, offset: int = 0) -> list[Example]:
-    """The records of ``path`` after the first ``offset``, at most ``limit`` of them (a tuning/report split by rows)."""
+def load_examples(
+    path: Path, limit: int | None = None, offset: int = 0, ids: Sequence[str] | None = None
+) -> list[Example]:
+    """The records of ``path`` after the first ``offset``, at most ``limit`` of them (a tuning/report split by rows);
+    with ``ids``, only the records of those ids (in the file's order; an id the file lacks is a ``ConfigError``)."""
     if not path.is_file():
         raise ConfigError(f"dataset {path} does not exist")
-    examples, records = [], 0
+    wanted = set(ids or ())
+    examples, records, seen = [], 0, set()
     with path.open(encoding="utf-8") as f:
         for number, line in enumerate(f, 1):
             if not line.strip():
@@ -76,10 +81,14 @@ def load_examples(path: Path, limit: int | None = None, offset: int = 0) -> list
                 ) from None
             if not example.qa_pairs and not example.answers and not example.gold_answers:
                 raise ConfigError(f"{path}:{number}: record has neither qa_pairs, answers nor gold_answers")
-            records += 1
-            if records <= offset:
+            seen.add(example.id)
+            if wanted and example.id not in wanted:
                 continue
-            examples.append(example)
-            if limit and len(examples) >= limit:
-                break
+            records += 1
+            if records > offset and not (limit and len(examples) >= limit):
+                examples.append(example)
+            elif records > offset and not wanted:
+                break  # the limit is reached (with ids, read on: each must be in the file)
+    if missing := sorted(wanted - seen):
+        raise ConfigError(f"{path} has no question with id {', '.join(missing)}")
     return examples

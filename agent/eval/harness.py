@@ -40,6 +40,7 @@ class EvalConfig(BaseModel):
     collection: str | None = None
     limit: int | None = None
     offset: int = Field(default=0, ge=0, description="questions skipped before the first one run")
+    ids: list[str] | None = Field(default=None, description="only these questions (ids), e.g. to re-run a few")
     llm: str | None = None
     reader: str | None = Field(default=None, description="local extractive QA model dir for Disambig-F1 / DR")
     judge: str | None = Field(default=None, description="LLM judge for VerDICt's grounded metrics (opt-in)")
@@ -126,7 +127,7 @@ def _prepare(
 ) -> tuple[list[Example], dict[str, Provenance]]:
     """The questions and each method's provenance, the corpus ingested first when one is given."""
     made_with = provenances(config)
-    examples = load_examples(config.dataset, config.limit, config.offset)
+    examples = load_examples(config.dataset, config.limit, config.offset, config.ids)
     if config.corpus is not None:
         from agent.retrieval.ingest import ingest
 

@@ -259,6 +259,9 @@ def eval_command(
     methods: str = typer.Option("closed_book,rag", "--methods", help="comma-separated methods"),
     limit: int | None = typer.Option(None, "--limit", min=1, help="first N questions (after --offset)"),
     offset: int = typer.Option(0, "--offset", min=0, help="skip the dataset's first N questions (e.g. a tuning split)"),
+    ids: str | None = typer.Option(
+        None, "--ids", help="comma-separated question ids: only those (e.g. to re-run a few)"
+    ),
     llm: str | None = typer.Option(None, "--llm", help="local (default) | openai | fake"),
     out: Path = typer.Option(
         Path("runs/eval"), "--out", help="results.jsonl, summary.json, summary.md, quality_vs_time.png"
@@ -291,6 +294,7 @@ def eval_command(
             method_options.setdefault(method, {})[field] = value
         config = EvalConfig(
             dataset=dataset, corpus=corpus, collection=collection, methods=_comma_list(methods), limit=limit, offset=offset,
+            ids=_comma_list(ids) if ids else None,
             llm=llm, out=out, reader=reader, judge=judge, method_options=method_options, concurrency=concurrency,
             baseline=baseline,
         )  # fmt: skip
