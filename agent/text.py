@@ -19,9 +19,12 @@ MONTHS = {name: i for i, names in enumerate(_SPELLINGS, start=1) for name in nam
 _MONTH_NAME = r"(?P<month>" + "|".join(sorted(MONTHS, key=len, reverse=True)) + r")\.?"
 _DAY_NUMBER = r"(?P<day>\d{1,2})(?:st|nd|rd|th)?"
 _YEAR_NUMBER = r"(?P<year>\d{3,4})"
+_SPELLED_DAYS = [
+    rf"\b{_DAY_NUMBER}\s+(?:of\s+)?{_MONTH_NAME},?\s+{_YEAR_NUMBER}\b",  # 16 November 2001
+    rf"\b{_MONTH_NAME}\s+{_DAY_NUMBER},?\s+{_YEAR_NUMBER}\b",  # November 16, 2001
+]
 _DATES = [
-    re.compile(rf"\b{_DAY_NUMBER}\s+(?:of\s+)?{_MONTH_NAME},?\s+{_YEAR_NUMBER}\b", re.IGNORECASE),  # 16 November 2001
-    re.compile(rf"\b{_MONTH_NAME}\s+{_DAY_NUMBER},?\s+{_YEAR_NUMBER}\b", re.IGNORECASE),  # November 16, 2001
+    *(re.compile(pattern, re.IGNORECASE) for pattern in _SPELLED_DAYS),
     re.compile(r"\b(?P<year>\d{4})-(?P<month>\d{1,2})-(?P<day>\d{1,2})\b"),  # 2001-11-16
     re.compile(rf"\b{_MONTH_NAME},?\s+{_YEAR_NUMBER}\b", re.IGNORECASE),  # November 2001
 ]
@@ -209,10 +212,7 @@ def unborrowed(text: str, demonstration: str, sources: Sequence[str], numbers_on
     return " ".join(s for s in sentences(text) if not foreign & set(_words(_CITATION.sub("", s))))
 
 
-_MONTH = r"(?:January|February|March|April|May|June|July|August|September|October|November|December)"
-_FULL_DATE = re.compile(
-    rf"\b(?P<on>[Oo]n\s+)?(?:{_MONTH}\s+(?P<day>\d{{1,2}})|(?P<day2>\d{{1,2}})\s+{_MONTH}),?\s+(?P<year>\d{{4}})\b"
-)
+_FULL_DATES = [re.compile(rf"(?P<on>\bon\s+(?:the\s+)?)?{pattern}", re.IGNORECASE) for pattern in _SPELLED_DAYS]
 
 
 def _years_only(text: str, foreign: set[str], held: set[str]) -> str:
@@ -222,12 +222,13 @@ def _years_only(text: str, foreign: set[str], held: set[str]) -> str:
     the grounds hold, and the sentence then states it instead of being dropped."""
 
     def cut(date: re.Match[str]) -> str:
-        day, year = date["day"] or date["day2"], date["year"]
-        if day not in foreign or year not in held:
+        if date["day"] not in foreign or date["year"] not in held:
             return date[0]
-        return f"{'In' if date['on'][:1] == 'O' else 'in'} {year}" if date["on"] else year
+        return f"{'In' if date['on'][:1] == 'O' else 'in'} {date['year']}" if date["on"] else date["year"]
 
-    return _FULL_DATE.sub(cut, text)
+    for pattern in _FULL_DATES:
+        text = pattern.sub(cut, text)
+    return text
 
 
 def _words(text: str) -> list[str]:

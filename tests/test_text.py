@@ -188,6 +188,30 @@ def test_a_lead_in_that_credits_the_sources_is_dropped_and_the_fact_kept(sentenc
     assert unnarrated(sentence) == kept
 
 
+def test_an_answer_quoting_runs_of_sentences_loses_its_unpaired_quotes_not_its_words():
+    """ramdocs-266: the model wrapped its sentences in quotes set apart by spaces; split and joined they read
+    'soundtrack. ". "Kenny Loggins was covered ...'."""
+    from agent.steps.rac import paired_quotes, statements
+
+    reply = (
+        'The artist is Kenny Loggins. It includes eight new songs. " "Kenny Loggins was covered by Blake Shelton. " '
+        "The song is by Taylor Swift."
+    )
+    assert statements(reply) == (
+        'The artist is Kenny Loggins. It includes eight new songs. "Kenny Loggins was covered by Blake Shelton." '
+        "The song is by Taylor Swift."
+    )
+    assert statements('"The artist is Kenny Loggins. It includes songs. "') == (
+        "The artist is Kenny Loggins. It includes songs."
+    )
+    for paired in ('He sang "Footloose."', 'He sang "Footloose".', 'Kenny said "hi" and left.', "“Kenny” sang."):
+        assert paired_quotes(paired) == paired
+    assert paired_quotes('"Footloose" is by Kenny Loggins."') == '"Footloose" is by Kenny Loggins.'
+    assert paired_quotes('"Kenny sang "Footloose" in 1984.') == 'Kenny sang "Footloose" in 1984.'
+    assert paired_quotes("“Kenny sang it.") == "Kenny sang it."
+    assert paired_quotes("Kenny sang it.”") == "Kenny sang it."
+
+
 def test_a_sentence_is_borrowed_when_it_carries_an_example_name_that_nothing_read_holds():
     from agent.llm.prompts import demonstration
     from agent.text import unborrowed
@@ -220,6 +244,8 @@ def test_a_date_whose_only_borrowed_number_is_its_day_is_cut_to_the_year_its_pai
         "The film was released on June 19, 2003.": "The film was released in 2003.",
         "On 22 June 2003, the film opened.": "In 2003, the film opened.",
         "The film (June 19, 2003) opened.": "The film (2003) opened.",
+        "It opened on the 19th of June, 2003.": "It opened in 2003.",  # the shared date forms (agent.text._DATES)
+        "It opened on Jun. 22 2003.": "It opened in 2003.",
     }
     for text, kept in cut.items():
         assert unborrowed(text, casebook, held, numbers_only=True) == kept

@@ -451,11 +451,35 @@ def statements(text: str) -> str:
     """A long answer up to any DQ/DA lines, its sentences freed of lead-ins that attribute them to the sources and
     without those that still talk about sources; a ``ParseError`` when nothing else is left."""
     answer = _PAIR_LINE.split(parse_long_answer(text), maxsplit=1)[0]
-    kept = [s for s in map(unnarrated, sentences(answer)) if s]
+    kept = [s for s in map(paired_quotes, map(unnarrated, sentences(answer))) if s]
     answer = " ".join([*map(_ended, kept[:-1]), *kept[-1:]])
     if not answer:
         raise ParseError("the answer only talks about its sources")
     return answer
+
+
+_SPACED_CLOSE = re.compile(r"""([.!?])\s+(["”])$""")  # 'It includes songs. "': a closing quote set apart
+
+
+def paired_quotes(sentence: str) -> str:
+    """``sentence`` with a closing quote set apart by a space closed up to its stop, and a double quote at its start
+    or end dropped where it has no partner in the sentence: the small model quotes runs of sentences ('"X is Y.
+    It has Z. " "W was covered. "'), which split and joined again read '". "' between sentences."""
+    sentence = _SPACED_CLOSE.sub(r"\1\2", sentence)
+    if sentence.count('"') % 2:
+        sentence = _unpaired_dropped(sentence, '"', '"')
+    opened, closed = sentence.count("“"), sentence.count("”")
+    if opened != closed:
+        sentence = _unpaired_dropped(sentence, "“" if opened > closed else "", "”" if closed > opened else "")
+    return sentence
+
+
+def _unpaired_dropped(sentence: str, opening: str, closing: str) -> str:
+    """``sentence`` less a ``closing`` quote at its end (before or after its stop) or else an ``opening`` one at
+    its start; read left to right, the last of an odd number of quotes is the unpaired one."""
+    if closing and (end := re.search(rf"""{closing}(?=[.!?]?$)""", sentence)):
+        return (sentence[: end.start()] + sentence[end.end() :]).rstrip()
+    return sentence[1:].lstrip() if opening and sentence.startswith(opening) else sentence
 
 
 def _ended(sentence: str) -> str:
