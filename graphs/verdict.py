@@ -24,7 +24,16 @@ from agent.state import AnswerOutput, QuestionInput
 from agent.steps import conflict
 from agent.steps.conflict import Conflict, SettleOptions
 from agent.steps.consolidation import hdbscan_labels, representatives
-from agent.steps.rac import render_pairs, rephrased, restated, statements, whole_answer, written_from_pairs
+from agent.steps.rac import (
+    completed,
+    grounds,
+    render_pairs,
+    rephrased,
+    restated,
+    statements,
+    whole_answer,
+    written_from_pairs,
+)
 from agent.text import (
     COPY_LIMIT,
     copied_runs,
@@ -62,6 +71,11 @@ class VerdictContext(SettleOptions, RunContext):
     append_uncited: bool = Field(
         default=False,
         description="append each disambiguation the answer failed to cite to its text (off, as in the paper)",
+    )
+    complete_readings: bool = Field(
+        default=False,
+        description="add sentences, written from the pairs, for the disambiguations whose short answer the answer "
+        "leaves out (as ToC does; ours, not the paper's)",
     )
 
 
@@ -176,6 +190,9 @@ async def answer(state: VerdictState, runtime: Runtime[VerdictContext]) -> dict:
     reply = whole_answer(await aask(prompt, ctx.llm_options(), parse=statements, **fallback, **call))
     answers = [d.answer for d in pairs]
     reply = await restated(reply, answers, prompt, call, ctx.llm_options())
+    if ctx.complete_readings:  # the pairs hold their readings; the casebook-free answer borrows no example's numbers
+        held = grounds(state["question"], pairs, passages)
+        reply = await completed(reply, pairs, "", state["question"], ctx.llm_options(), held)
     text, sources = reply.value, [p.full_text for p in passages]
     if copied := copied_runs(text, sources, COPY_LIMIT):
         again = await rephrased(reply, copied, sources, answers, prompt, call, ctx.llm_options())

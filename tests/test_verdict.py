@@ -328,3 +328,27 @@ def test_an_answer_whose_dropped_source_talk_carried_an_answer_is_restated(colle
     result = agent.run(QUESTION, method="verdict", llm=name, collection=collection, top_k=6)
     assert model.prompts()[-2:] == ["verdict_answer", "rag_restate"]
     assert re.fullmatch(r"It premiered in London on 4 November 2001 \[\d\]\.", result.answer)
+
+
+def test_readings_the_answer_leaves_out_are_written_from_the_pairs_when_asked(collection, scripted):
+    """ramdocs-233: the model echoed the pairs as DQ/DA lines (which the parser cuts) and stated no reading itself."""
+    echoed = (
+        "Answer: The question can be read as asking about the film's release.\nDQ 1: When was it released in the United"
+        " States?\nDA 1: 16 November 2001 [2]\nThe passage that supports this answer states the date."
+    )
+    written = "Answer: The film reached US cinemas on 16 November 2001."
+    script = {"verdict_relax": RELAXED, "verdict_execute": executes({"hp-us": US}), "verdict_answer": echoed,
+              "rag_restate": echoed, "rag_generate_pairs": written}  # fmt: skip
+    name, model = scripted(script)
+    plain = agent.run(QUESTION, method="verdict", llm=name, collection=collection, top_k=6)
+    assert plain.answer == "The question can be read as asking about the film's release."
+    assert "rag_generate_pairs" not in model.prompts()
+    name, model = scripted(script)
+    result = agent.run(QUESTION, method="verdict", llm=name, collection=collection, top_k=6, complete_readings=True)
+    assert model.prompts()[-1] == "rag_generate_pairs"
+    pairs_call = model.calls[-1]
+    assert "16 November 2001" in pairs_call.user and "Passage" not in pairs_call.system + pairs_call.user
+    assert result.answer == (
+        "The question can be read as asking about the film's release. The film reached US cinemas on 16 November 2001."
+    )
+    assert result.extra["uncited"] == 1  # the written sentence has no citation
