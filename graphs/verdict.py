@@ -40,6 +40,7 @@ from agent.text import (
     longest_copied_run,
     passage_text,
     render_passages,
+    states_nothing,
     unborrowed,
     uncopied,
 )
@@ -82,7 +83,7 @@ class VerdictContext(SettleOptions, RunContext):
 class VerdictOutput(AnswerOutput, total=False):
     relaxed_query: str  # Eq. 6
     candidates: list[Disambiguation]  # Algorithm 1 lines 5–9: one per non-abstaining passage, citing it, by rank
-    abstentions: int  # passages whose I_E reply was null
+    abstentions: int  # passages whose I_E reply was null, or an answer saying the passage has none
     unparsed: int  # passages whose I_E reply stayed unusable after retries (also dropped)
     cluster_labels: list[int]  # HDBSCAN label per candidate; -1 = outlier
     conflicts: list[Conflict]  # with settle_conflicts: the answers that disagreed and what was dropped
@@ -123,16 +124,15 @@ async def execute(state: VerdictState, runtime: Runtime[VerdictContext]) -> dict
         )
 
     replies = await gather_concurrently(one, state["passages"], ctx.max_concurrency)
+    # Algorithm 1 line 8: a null reply abstains, and so does an answer that says the passage has none
+    # ("The passage does not provide information about ...": the small model writing out its null)
+    abstained = [r.parsed and (r.value is None or states_nothing(r.value.answer)) for r in replies]
     candidates = [
         Disambiguation(question=r.value.question, answer=r.value.answer, passage_ids=[p.id])
-        for p, r in zip(state["passages"], replies)
-        if r.value is not None  # Algorithm 1 line 8
+        for p, r, null in zip(state["passages"], replies, abstained)
+        if r.value is not None and not null
     ]
-    return {
-        "candidates": candidates,
-        "abstentions": sum(r.parsed and r.value is None for r in replies),
-        "unparsed": sum(not r.parsed for r in replies),
-    }
+    return {"candidates": candidates, "abstentions": sum(abstained), "unparsed": sum(not r.parsed for r in replies)}
 
 
 def after_execute(state: VerdictState, runtime: Runtime[VerdictContext]) -> Literal["settle", "consolidate"]:

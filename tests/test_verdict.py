@@ -63,6 +63,14 @@ def test_abstaining_passages_produce_no_interpretation_and_are_counted(collectio
     assert cited <= {"hp-book", "hp-premiere", "hp-us"}
 
 
+def test_an_answer_saying_the_passage_has_none_is_an_abstention(collection, scripted):
+    """ramdocs-208: "The passage does not provide information about the population of Orrock." stood as a reading."""
+    none = "Interpretation: What is the Harry Potter film's box office?\nAnswer: The passage does not provide it."
+    result, _ = run_verdict(collection, scripted, {"hp-premiere": PREMIERE, "hp-us": US, "hp-book": none})
+    assert sorted(c.passage_ids[0] for c in result.extra["candidates"]) == ["hp-premiere", "hp-us"]
+    assert result.extra["abstentions"] == 4 and result.extra["unparsed"] == 0
+
+
 def test_every_interpretation_keeps_the_passage_that_grounds_it(collection, scripted):
     result, _ = run_verdict(collection, scripted, {"hp-premiere": PREMIERE, "hp-us": US, "hp-book": BOOK})
     by_answer = {d.answer: d.passage_ids for d in result.disambiguations}
