@@ -74,9 +74,9 @@ class VerdictContext(SettleOptions, RunContext):
         description="append each disambiguation the answer failed to cite to its text (off, as in the paper)",
     )
     complete_readings: bool = Field(
-        default=False,
+        default=True,
         description="add sentences, written from the pairs, for the disambiguations whose short answer the answer "
-        "leaves out (as ToC does; ours, not the paper's)",
+        "leaves out (as ToC does; ours, not the paper's: on RAMDocs, docs/evaluation.md)",
     )
 
 

@@ -31,6 +31,7 @@ def executes(by_passage: dict[str, str]):
 
 
 def run_verdict(collection, scripted, by_passage, **options):
+    options.setdefault("complete_readings", False)  # the readings an answer leaves out: tested on their own below
     script = {"verdict_relax": RELAXED, "verdict_execute": executes(by_passage), "verdict_answer": ANSWER}
     name, model = scripted(script, **options.pop("model", {}))
     return agent.run(QUESTION, method="verdict", llm=name, collection=collection, top_k=6, **options), model
@@ -132,7 +133,7 @@ def test_an_answer_cut_at_max_tokens_keeps_its_whole_sentences_and_counts_what_i
     by_passage = {"hp-premiere": PREMIERE, "hp-us": US}
     script = {"verdict_relax": RELAXED, "verdict_execute": executes(by_passage), "verdict_answer": cut_answer}
     name, _ = scripted(script)
-    result = agent.run(QUESTION, method="verdict", llm=name, collection=collection, top_k=6)
+    result = agent.run(QUESTION, method="verdict", llm=name, collection=collection, top_k=6, complete_readings=False)
     assert re.fullmatch(r"It premiered in London on 4 November 2001 \[\d+\]\.", result.answer)
     assert len(result.disambiguations) == 2 and result.extra["uncited"] == 1  # the US disambiguation's citation was cut
 
@@ -338,7 +339,7 @@ def test_an_answer_whose_dropped_source_talk_carried_an_answer_is_restated(colle
     assert re.fullmatch(r"It premiered in London on 4 November 2001 \[\d\]\.", result.answer)
 
 
-def test_readings_the_answer_leaves_out_are_written_from_the_pairs_when_asked(collection, scripted):
+def test_readings_the_answer_leaves_out_are_written_from_the_pairs(collection, scripted):
     """ramdocs-233: the model echoed the pairs as DQ/DA lines (which the parser cuts) and stated no reading itself."""
     echoed = (
         "Answer: The question can be read as asking about the film's release.\nDQ 1: When was it released in the United"
@@ -348,11 +349,11 @@ def test_readings_the_answer_leaves_out_are_written_from_the_pairs_when_asked(co
     script = {"verdict_relax": RELAXED, "verdict_execute": executes({"hp-us": US}), "verdict_answer": echoed,
               "rag_restate": echoed, "rag_generate_pairs": written}  # fmt: skip
     name, model = scripted(script)
-    plain = agent.run(QUESTION, method="verdict", llm=name, collection=collection, top_k=6)
+    plain = agent.run(QUESTION, method="verdict", llm=name, collection=collection, top_k=6, complete_readings=False)
     assert plain.answer == "The question can be read as asking about the film's release."
     assert "rag_generate_pairs" not in model.prompts()
     name, model = scripted(script)
-    result = agent.run(QUESTION, method="verdict", llm=name, collection=collection, top_k=6, complete_readings=True)
+    result = agent.run(QUESTION, method="verdict", llm=name, collection=collection, top_k=6)  # the default
     assert model.prompts()[-1] == "rag_generate_pairs"
     pairs_call = model.calls[-1]
     assert "16 November 2001" in pairs_call.user and "Passage" not in pairs_call.system + pairs_call.user
