@@ -91,3 +91,23 @@ def test_hotpot_f1_scores_yes_no_only_when_they_match():
     assert hotpot_f1("no", "yes") == 0.0 and hotpot_f1("yes", "yes") == 1.0
     assert hotpot_f1("no it is not", "no") == 0.0  # the official script's yes/no rule, not a partial token match
     assert 0 < hotpot_f1("the Green Bay Packers team", "Green Bay Packers") < 1
+
+
+def test_citation_marks_are_no_part_of_the_answer_scored():
+    """As ALCE scores: once normalised, VerDICt's "[3]" would read as the number 3 and match a gold answer "3"."""
+    from agent.eval.datasets import Document, Example, GoldPair
+    from agent.eval.metrics import without_citations
+    from agent.eval.scoring import score
+    from agent.schemas import RunResult
+
+    assert (
+        without_citations("It has 12 seasons [3]. It ended in 2011 [1, 4].") == "It has 12 seasons. It ended in 2011."
+    )
+    asqa = Example(id="q", question="How many seasons?", qa_pairs=[GoldPair(question="UK?", short_answers=["3"]),
+                   GoldPair(question="US?", short_answers=["12"])], long_answers=["It has 12 seasons."])  # fmt: skip
+    cited = RunResult(question="How many seasons?", method="verdict", answer="It has 12 seasons [3].")
+    assert score(asqa, cited)["str_em"] == 0.5  # "3" is no answer here; "12" is
+    ramdocs = Example(id="r", question="How many seasons?", documents=[Document(text="x", type="correct", answer="12")],
+                      gold_answers=["12"], wrong_answers=["3"])  # fmt: skip
+    scores = score(ramdocs, cited)
+    assert scores["em"] == scores["em_text"] == 1.0 and scores["misinfo_stated"] == 0.0

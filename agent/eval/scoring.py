@@ -9,27 +9,29 @@ from agent.text import narrates
 
 
 def score(example: Example, result: RunResult, reader: m.Reader | None = None) -> dict[str, float]:
-    """Per-question metrics; retrieval ones score what the method retrieved (none for a method that retrieves nothing)."""
+    """Per-question metrics; retrieval ones score what the method retrieved (none for a method that retrieves nothing).
+    Answers are scored without their citation marks (``metrics.without_citations``)."""
     if example.kind == "ramdocs":
         return conflict_scores(example, result)
     retrieved = None if result.retrieved is None else [p.full_text for p in result.retrieved[:5]]
+    answer = m.without_citations(result.answer)
     if example.kind == "asqa":
         golds = example.short_answers
-        scores = {"str_em": m.str_em(result.answer, golds), "rouge_l": m.rouge_l(result.answer, example.long_answers)}
+        scores = {"str_em": m.str_em(answer, golds), "rouge_l": m.rouge_l(answer, example.long_answers)}
         scores["narrates"] = float(narrates(result.answer, [p.full_text for p in result.passages]))
         if retrieved is not None:
             scores["mrecall@5"] = m.mrecall_at_k(retrieved, golds, 5)
             scores["coverage"] = m.answer_coverage(retrieved, golds)
         if reader is not None:
             pairs = [(p.question, p.short_answers) for p in example.qa_pairs]
-            scores["disambig_f1"] = m.disambig_f1(result.answer, pairs, reader)
+            scores["disambig_f1"] = m.disambig_f1(answer, pairs, reader)
             scores["dr"] = m.dr_score(scores["disambig_f1"], scores["rouge_l"])
         return scores
     scores = {
-        "em": m.best_over(m.exact_match, result.answer, example.answers),
-        "f1": m.best_over(m.hotpot_f1, result.answer, example.answers),
-        "cover_em": m.cover_em(result.answer, example.answers),
-        "acc_substring": m.answer_accuracy(result.answer, example.answers),
+        "em": m.best_over(m.exact_match, answer, example.answers),
+        "f1": m.best_over(m.hotpot_f1, answer, example.answers),
+        "cover_em": m.cover_em(answer, example.answers),
+        "acc_substring": m.answer_accuracy(answer, example.answers),
     }
     if result.retrieved is not None:  # the same k for every method; @10 only where the method retrieved 10
         ids = [p.id for p in result.retrieved]
@@ -47,7 +49,7 @@ def conflict_scores(example: Example, result: RunResult) -> dict[str, float]:
     golds, wrongs = example.gold_answers, example.wrong_answers
     scores = {
         "em": m.conflict_em(stated, golds, wrongs),
-        "em_text": m.conflict_em(result.answer, golds, wrongs),
+        "em_text": m.conflict_em(m.without_citations(result.answer), golds, wrongs),
         "gold_recall": m.gold_recall(stated, golds),
         "narrates": float(narrates(result.answer, [p.full_text for p in result.passages])),
     }
@@ -64,7 +66,7 @@ def stated_answers(result: RunResult) -> str:
     """The answers a result states: MADAM's aggregated list, else the sentences of the answer that assert."""
     if "answers" in result.extra:
         return "; ".join(a.answer for a in result.extra["answers"])
-    return m.asserted_text(result.answer)
+    return m.asserted_text(m.without_citations(result.answer))
 
 
 def rejected_ids(result: RunResult) -> set[str] | None:
