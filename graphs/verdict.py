@@ -7,6 +7,7 @@ per cluster) → answer, citing the passage that grounds each interpretation.
 
 from __future__ import annotations
 
+import re
 from typing import Literal
 
 from langgraph.graph import END, START, StateGraph
@@ -15,7 +16,7 @@ from pydantic import Field
 
 from agent.context import RunContext, context_of
 from agent.llm.calls import LLMOptions, Reply, aask, gather_concurrently
-from agent.llm.parsing import parse_execution, parse_query
+from agent.llm.parsing import parse_execution, parse_query, sentences
 from agent.llm.prompts import demonstration
 from agent.nodes import llm_node
 from agent.retrieval.embeddings import embed
@@ -36,6 +37,7 @@ from agent.steps.rac import (
 )
 from agent.text import (
     COPY_LIMIT,
+    contains_answer,
     copied_runs,
     longest_copied_run,
     passage_text,
@@ -192,7 +194,8 @@ async def answer(state: VerdictState, runtime: Runtime[VerdictContext]) -> dict:
     reply = await restated(reply, answers, prompt, call, ctx.llm_options())
     if ctx.complete_readings:  # the pairs hold their readings; the casebook-free answer borrows no example's numbers
         held = grounds(state["question"], pairs, passages)
-        reply = await completed(reply, pairs, "", state["question"], ctx.llm_options(), held)
+        done = await completed(reply, pairs, "", state["question"], ctx.llm_options(), held)
+        reply = done.with_value(cited_additions(reply.value, done.value, pairs, cite))
     text, sources = reply.value, [p.full_text for p in passages]
     if copied := copied_runs(text, sources, COPY_LIMIT):
         again = await rephrased(reply, copied, sources, answers, prompt, call, ctx.llm_options())
@@ -206,6 +209,21 @@ async def answer(state: VerdictState, runtime: Runtime[VerdictContext]) -> dict:
     missing = [f"{d.question} {d.answer}." for d, c in zip(shown, cite) if c not in text]
     answer = " ".join([text, *missing]) if ctx.append_uncited else text
     return {"answer": " ".join(filter(None, [answer, disputed])), "uncited": len(missing)}
+
+
+def cited_additions(before: str, after: str, pairs: list[Disambiguation], cite: list[str]) -> str:
+    """``after`` (``before`` with the readings it left out appended, uncited) with each appended sentence citing the
+    passages of the pairs whose answer it states: the readings written from the pairs name their passages too."""
+    if after == before or not after.startswith(before):
+        return after
+    split = len(before) + len(re.match(r"[.!?]?", after[len(before) :])[0])  # the stop given to ``before``
+    added = [
+        re.sub(r"[.!?]?$", lambda end: " " + " ".join(marks) + end[0], sentence, count=1)
+        if (marks := [c for d, c in zip(pairs, cite) if contains_answer(sentence, d.answer) and c not in sentence])
+        else sentence
+        for sentence in sentences(after[split:])
+    ]
+    return " ".join([after[:split], *added]).strip()
 
 
 async def from_pairs(

@@ -6,6 +6,7 @@ import numpy as np
 
 import agent
 from agent.retrieval.embeddings import embed
+from agent.schemas import Disambiguation
 from agent.steps.consolidation import OUTLIER, hdbscan_labels, medoid, representatives
 from tests.conftest import PASSAGES
 
@@ -339,7 +340,7 @@ def test_an_answer_whose_dropped_source_talk_carried_an_answer_is_restated(colle
     assert re.fullmatch(r"It premiered in London on 4 November 2001 \[\d\]\.", result.answer)
 
 
-def test_readings_the_answer_leaves_out_are_written_from_the_pairs(collection, scripted):
+def test_readings_the_answer_leaves_out_are_written_from_the_pairs_and_cited(collection, scripted):
     """ramdocs-233: the model echoed the pairs as DQ/DA lines (which the parser cuts) and stated no reading itself."""
     echoed = (
         "Answer: The question can be read as asking about the film's release.\nDQ 1: When was it released in the United"
@@ -357,7 +358,23 @@ def test_readings_the_answer_leaves_out_are_written_from_the_pairs(collection, s
     assert model.prompts()[-1] == "rag_generate_pairs"
     pairs_call = model.calls[-1]
     assert "16 November 2001" in pairs_call.user and "Passage" not in pairs_call.system + pairs_call.user
-    assert result.answer == (
-        "The question can be read as asking about the film's release. The film reached US cinemas on 16 November 2001."
+    assert re.fullmatch(
+        r"The question can be read as asking about the film's release\. "
+        r"The film reached US cinemas on 16 November 2001 \[\d+\]\.",  # the written sentence cites its pair's passage
+        result.answer,
     )
-    assert result.extra["uncited"] == 1  # the written sentence has no citation
+    assert result.extra["uncited"] == 0
+
+
+def test_an_added_reading_cites_each_pair_it_states_and_the_answer_before_it_stays_as_written():
+    from graphs.verdict import cited_additions
+
+    pairs = [Disambiguation(question="Q1?", answer="837 people", passage_ids=["a"]),
+             Disambiguation(question="Q2?", answer="2,764 people", passage_ids=["b"])]  # fmt: skip
+    before = "Orrock has 837 people"  # the answer as the model wrote it, no stop: ``completed`` gives it one
+    after = before + ". The township has 2,764 people. Both were counted in 2010."
+    assert cited_additions(before, after, pairs, ["[1]", "[3]"]) == (
+        "Orrock has 837 people. The township has 2,764 people [3]. Both were counted in 2010."
+    )
+    assert cited_additions(before, before, pairs, ["[1]", "[3]"]) == before
+    assert cited_additions("", "2,764 people", pairs, ["[1]", "[3]"]) == "2,764 people [3]"
