@@ -194,7 +194,15 @@ def unnarrated(sentence: str) -> str:
 
 
 _NAME_OR_NUMBER = re.compile(r"(?<![.!?]\s)(?<![\n\"“])(?<!^)\b[A-Z][\w'’-]*|\b\d[\d,]*")  # no sentence's first word
-_CITATION = re.compile(r"\[\d+\]")
+_CITATION = re.compile(r"\s*\[\d+(?:\s*[,;]\s*\d+)*\]")  # "[3]", "[1, 4]"
+
+
+def without_citations(text: str) -> str:
+    """``text`` less its citation marks ("premiered on 4 November 2001 [1]." → "... 2001."): once normalised, "[3]"
+    would read as the number 3."""
+    return _CITATION.sub("", text)
+
+
 _NUMBER = re.compile(r"\b\d[\d,]*")
 
 
@@ -206,10 +214,10 @@ def unborrowed(text: str, demonstration: str, sources: Sequence[str], numbers_on
     ``numbers_only`` looks at numbers alone: for a casebook of several examples, whose names ("North America",
     "June") an answer may state from its own passages' wording without having copied them."""
     held = set(_words(" ".join(sources)))
-    named = (_NUMBER if numbers_only else _NAME_OR_NUMBER).findall(_CITATION.sub("", demonstration))
+    named = (_NUMBER if numbers_only else _NAME_OR_NUMBER).findall(without_citations(demonstration))
     foreign = {w for w in _words(" ".join(named)) if w not in held}
     text = _years_only(text, foreign, held)
-    return " ".join(s for s in sentences(text) if not foreign & set(_words(_CITATION.sub("", s))))
+    return " ".join(s for s in sentences(text) if not foreign & set(_words(without_citations(s))))
 
 
 _FULL_DATES = [re.compile(rf"(?P<on>\bon\s+(?:the\s+)?)?{pattern}", re.IGNORECASE) for pattern in _SPELLED_DAYS]

@@ -27,7 +27,6 @@ from agent.steps.conflict import Conflict, SettleOptions
 from agent.steps.consolidation import hdbscan_labels, representatives
 from agent.steps.rac import (
     completed,
-    grounds,
     render_pairs,
     rephrased,
     restated,
@@ -192,9 +191,8 @@ async def answer(state: VerdictState, runtime: Runtime[VerdictContext]) -> dict:
     reply = whole_answer(await aask(prompt, ctx.llm_options(), parse=statements, **fallback, **call))
     answers = [d.answer for d in pairs]
     reply = await restated(reply, answers, prompt, call, ctx.llm_options())
-    if ctx.complete_readings:  # the pairs hold their readings; the casebook-free answer borrows no example's numbers
-        held = grounds(state["question"], pairs, passages)
-        done = await completed(reply, pairs, "", state["question"], ctx.llm_options(), held)
+    if ctx.complete_readings:  # no casebook (book ""), so there is no example to borrow from and no grounds to check
+        done = await completed(reply, pairs, "", state["question"], ctx.llm_options(), held=[])
         reply = done.with_value(cited_additions(reply.value, done.value, pairs, cite))
     text, sources = reply.value, [p.full_text for p in passages]
     if copied := copied_runs(text, sources, COPY_LIMIT):

@@ -96,9 +96,9 @@ def test_hotpot_f1_scores_yes_no_only_when_they_match():
 def test_citation_marks_are_no_part_of_the_answer_scored():
     """As ALCE scores: once normalised, VerDICt's "[3]" would read as the number 3 and match a gold answer "3"."""
     from agent.eval.datasets import Document, Example, GoldPair
-    from agent.eval.metrics import without_citations
     from agent.eval.scoring import score
     from agent.schemas import RunResult
+    from agent.text import without_citations
 
     assert (
         without_citations("It has 12 seasons [3]. It ended in 2011 [1, 4].") == "It has 12 seasons. It ended in 2011."

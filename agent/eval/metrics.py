@@ -19,15 +19,6 @@ from agent.text import normalize_answer, spelled_dates
 Reader = Callable[[str, str], str]  # (question, context) → extracted answer span
 
 
-_CITATIONS = re.compile(r"\s*\[\d+(?:\s*[,;]\s*\d+)*\]")  # "[3]", "[1, 4]"
-
-
-def without_citations(answer: str) -> str:
-    """``answer`` less its citation marks, as ALCE scores ("premiered on 4 November 2001 [1]" → "... 2001"): once
-    normalised, "[3]" would read as the number 3 and match a gold answer "3"."""
-    return _CITATIONS.sub("", answer)
-
-
 def _present(answer: str, text: str) -> bool:
     needle = normalize_answer(answer)
     return bool(needle) and needle in normalize_answer(text)

@@ -5,16 +5,16 @@ from __future__ import annotations
 from agent.eval import metrics as m
 from agent.eval.datasets import Example
 from agent.schemas import RunResult
-from agent.text import narrates
+from agent.text import narrates, without_citations
 
 
 def score(example: Example, result: RunResult, reader: m.Reader | None = None) -> dict[str, float]:
     """Per-question metrics; retrieval ones score what the method retrieved (none for a method that retrieves nothing).
-    Answers are scored without their citation marks (``metrics.without_citations``)."""
+    Answers are scored without their citation marks (``agent.text.without_citations``, as ALCE scores)."""
     if example.kind == "ramdocs":
         return conflict_scores(example, result)
     retrieved = None if result.retrieved is None else [p.full_text for p in result.retrieved[:5]]
-    answer = m.without_citations(result.answer)
+    answer = without_citations(result.answer)
     if example.kind == "asqa":
         golds = example.short_answers
         scores = {"str_em": m.str_em(answer, golds), "rouge_l": m.rouge_l(answer, example.long_answers)}
@@ -49,7 +49,7 @@ def conflict_scores(example: Example, result: RunResult) -> dict[str, float]:
     golds, wrongs = example.gold_answers, example.wrong_answers
     scores = {
         "em": m.conflict_em(stated, golds, wrongs),
-        "em_text": m.conflict_em(m.without_citations(result.answer), golds, wrongs),
+        "em_text": m.conflict_em(without_citations(result.answer), golds, wrongs),
         "gold_recall": m.gold_recall(stated, golds),
         "narrates": float(narrates(result.answer, [p.full_text for p in result.passages])),
     }
@@ -66,7 +66,7 @@ def stated_answers(result: RunResult) -> str:
     """The answers a result states: MADAM's aggregated list, else the sentences of the answer that assert."""
     if "answers" in result.extra:
         return "; ".join(a.answer for a in result.extra["answers"])
-    return m.asserted_text(m.without_citations(result.answer))
+    return m.asserted_text(without_citations(result.answer))
 
 
 def rejected_ids(result: RunResult) -> set[str] | None:
