@@ -16,7 +16,7 @@ from langgraph.runtime import Runtime
 from pydantic import BaseModel, Field
 
 from agent.context import RunContext, context_of
-from agent.llm.calls import LLMOptions, Reply, aask, ask, run_concurrently
+from agent.llm.calls import LLMOptions, Reply, aask, ask, gather_concurrently, run_concurrently
 from agent.llm.parsing import parse_final_answer, parse_self_ask, parse_short_answer
 from agent.nodes import llm_node
 from agent.retrieval.nar import neighbourhood_rerank
@@ -25,8 +25,8 @@ from agent.retrieval.rerank import rerank
 from agent.retrieval.scorers import DEFAULT_RERANKER, get_scorer
 from agent.schemas import Passage
 from agent.state import AnswerOutput, QuestionInput
-from agent.steps.equivalence import get_equivalence, semantic_sets
-from agent.text import normalize_answer, render_passages, supporting_ids
+from agent.steps.equivalence import Equivalence, get_equivalence, semantic_sets
+from agent.text import normalize_answer, render_passages, states_nothing, supporting_ids
 
 UNKNOWN = "unknown"
 
@@ -51,6 +51,13 @@ class SunarContext(RunContext):
         description="MER's pool also takes the question's own top passages, R0 re-ranked for it (official code: 0; "
         "for a decomposition that asks about one part of the question only)",
     )
+    mer_samples: int = Field(
+        default=1,
+        ge=1,
+        le=20,
+        description="MER answers: the first at the run's temperature, the rest at asu_temperature; the answer is the "
+        "largest semantic set's (self-consistency, commented out in the official code); 1: one answer",
+    )
     first_stage: FirstStage = Field(default="bm25", description="R0's retriever: sparse, the complement of G's dense")
     first_stage_k: int = Field(default=100, ge=1, le=1000, description="depth of the first-stage ranking R0")
     neighbours_k: int = Field(default=10, ge=1, le=100, description="neighbours per passage in the graph G")
@@ -68,7 +75,9 @@ class SunarContext(RunContext):
     samples: int = Field(
         default=10, ge=1, le=20, description="answers m sampled per batch for ASU (Eq. 2; official: 10)"
     )
-    asu_temperature: float = Field(default=0.3, ge=0, le=2, description="sampling temperature of the ASU answers")
+    asu_temperature: float = Field(
+        default=0.3, ge=0, le=2, description="sampling temperature of the ASU answers and of MER's further samples"
+    )
     asu_style: Literal["reasoned", "short"] = Field(
         default="reasoned",
         description="ASU samples reason step by step before the answer line (official code); or the short answer alone",
@@ -256,12 +265,25 @@ async def meta_reason(state: SunarState, runtime: Runtime[SunarContext]) -> dict
     ranked = await asyncio.to_thread(best_first)
     evidence = ranked[: ctx.evidence_k]
     prompt, options, parse = ctx.answering("sunar_meta_reason")
-    reply = await aask(
-        prompt, options, parse=parse, fallback=fallback,
-        passages=render_passages(evidence, ctx.passage_words), path=_self_ask_path(path),
-        question=state["question"],
-    )  # fmt: skip
-    return {"answer": reply.value, "passages": evidence, "retrieved": ranked}
+    call = {"passages": render_passages(evidence, ctx.passage_words), "path": _self_ask_path(path)}
+
+    async def sample(i: int) -> str:  # the first at the run's options; the others drawn at asu_temperature
+        seeded = options if i == 0 else replace(options, temperature=ctx.asu_temperature)
+        seeded = seeded if i == 0 or seeded.seed is None else replace(seeded, seed=seeded.seed + 100 * i)
+        reply = await aask(prompt, seeded, parse=parse, fallback=fallback, question=state["question"], **call)
+        return reply.value
+
+    answers = await gather_concurrently(sample, range(ctx.mer_samples), ctx.max_concurrency)
+    answer = consistent_answer(state["question"], answers, get_equivalence(ctx.equivalence, ctx.llm_options()))
+    return {"answer": answer, "passages": evidence, "retrieved": ranked}
+
+
+def consistent_answer(question: str, answers: list[str], equivalence: Equivalence) -> str:
+    """The first answer of the largest semantic set (the earliest set on a tie, so one answer is itself), among the
+    answers that state something ("not specified" and "unknown" do not vote, as in the official code's
+    self-consistency) unless none does."""
+    voting = [a for a in answers if not states_nothing(a)] or answers
+    return max(semantic_sets(question, voting, equivalence), key=len)[0]
 
 
 builder = StateGraph(SunarState, input_schema=QuestionInput, output_schema=SunarOutput, context_schema=SunarContext)

@@ -475,3 +475,28 @@ def test_answers_reason_step_by_step_and_the_short_style_stays_an_option(planted
     name, model = scripted(script)
     short = agent.run(QUESTION, method="sunar", llm=name, collection=planted, asu=False, budget=4, answer_style="short")
     assert short.answer == "Vienna" and "sunar_answer_sub" not in model.prompts()
+
+
+def test_mer_samples_vote_and_answers_that_state_nothing_do_not(planted, scripted):
+    def run(draws: list[str], **options):
+        drawn = _cycle([f"Reasoning: see [1].\nSo the answer is: {d}" for d in draws])
+        name, model = scripted({
+            "sunar_decompose": ["Follow up: " + SUB_QUESTION, "So the final answer is: Velmora"],
+            "sunar_answer_sub": "Reasoning: [1] says so.\nSo the answer is: Velmora",
+            "sunar_meta_reason": lambda call: drawn(call) if call.kwargs["temperature"] else
+            "Reasoning: [1] names the capital.\nSo the answer is: Velmora",
+        })  # fmt: skip
+        result = agent.run(QUESTION, method="sunar", llm=name, collection=planted, asu=False, budget=4,
+                           temperature=0.0, max_concurrency=1, **options)  # fmt: skip
+        return result.answer, [c for c in model.calls if c.prompt == "sunar_meta_reason"]
+
+    answer, calls = run(["Ostra", "the Ostra.", "Vienna", "Ostra"])
+    assert len(calls) == 1 and answer == "Velmora"  # mer_samples=1 (the default): the one answer, no draws
+    answer, calls = run(["Ostra", "the Ostra.", "Vienna", "Ostra"], mer_samples=5)
+    assert answer == "Ostra"  # three of five outvote the first answer
+    assert [c.kwargs["temperature"] for c in calls] == [0.0] + [0.3] * 4
+    assert [c.kwargs["seed"] for c in calls] == [0, 100, 200, 300, 400]  # four draws, not one draw four times
+    answer, _ = run(["Ostra", "Vienna"], mer_samples=3)
+    assert answer == "Velmora"  # a tie of sets: the first answer's stands
+    answer, _ = run(["not specified", "unknown", "Not mentioned in the passages"], mer_samples=4)
+    assert answer == "Velmora"  # answers that state nothing do not vote
