@@ -327,7 +327,8 @@ async def completed(
     repeats it. So the readings left out are written as sentences (``rag_generate_pairs`` over those pairs alone: the
     casebook, cached, and no passages to copy), with the run's retries, and appended if they state at least one of
     their answers once the sentences that borrow a number of the casebook's examples that ``held`` lacks are dropped
-    (``unborrowed``: "released on June 19, 2003" for a pair that says 2003); else ``reply`` stays."""
+    (``unborrowed``: "released on June 19, 2003" for a pair that says 2003); else ``reply`` stays. A reply that is
+    only the answers ("Video games", nothing saying what they answer) is appended as those pairs ``listed``."""
     short = {normalize_answer(p.answer): p for p in pairs if _short(p.answer)}
     missing = [p for p in short.values() if not contains_answer(reply.value, p.answer)]
     if not missing:
@@ -335,9 +336,10 @@ async def completed(
 
     def stating_one(text: str) -> str:
         addition = unborrowed(statements(text), book, held, numbers_only=True)
-        if not any(contains_answer(addition, p.answer) for p in missing):
+        stated = [p for p in missing if contains_answer(addition, p.answer)]
+        if not stated:
             raise ParseError("the sentences state none of the readings left out (or borrow the examples' numbers)")
-        return addition
+        return listed(stated) if _bare(addition, stated) else addition
 
     more = await aask(
         "rag_generate_pairs", options, parse=stating_one, fallback="", prefix=shared_prefix(book),
@@ -348,6 +350,12 @@ async def completed(
     return Reply(
         value, reply.text, reply.usage + more.usage, reply.attempts + more.attempts, reply.parsed, reply.truncated
     )
+
+
+def _bare(addition: str, pairs: list[Disambiguation]) -> bool:
+    """Whether ``addition`` is only the answers of ``pairs``: no word of it says what they answer."""
+    answered = {w for p in pairs for w in content_words(p.answer)}
+    return set(content_words(addition)) <= answered
 
 
 async def unquoted(
