@@ -274,8 +274,9 @@ async def meta_reason(state: SunarState, runtime: Runtime[SunarContext]) -> dict
         return reply.value
 
     answers = await gather_concurrently(sample, range(ctx.mer_samples), ctx.max_concurrency)
-    answer = consistent_answer(state["question"], answers, get_equivalence(ctx.equivalence, ctx.llm_options()))
-    return {"answer": answer, "passages": evidence, "retrieved": ranked}
+    if len(answers) > 1:  # a vote: only then is a judge (an NLI model, the LLM) wanted
+        answers = [consistent_answer(state["question"], answers, get_equivalence(ctx.equivalence, ctx.llm_options()))]
+    return {"answer": answers[0], "passages": evidence, "retrieved": ranked}
 
 
 def consistent_answer(question: str, answers: list[str], equivalence: Equivalence) -> str:
