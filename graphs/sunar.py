@@ -163,6 +163,11 @@ def after_decompose(state: SunarState) -> Literal["nar_retrieve", "meta_reason"]
     return "nar_retrieve" if state.get("sub_question") else "meta_reason"
 
 
+def _draw(options: LLMOptions, i: int) -> LLMOptions:
+    """``options`` for the i-th of several samples of one prompt: each its own seed, so m draws, not one draw m times."""
+    return options if options.seed is None else replace(options, seed=options.seed + 100 * i)
+
+
 def _sample_answers(sub_question: str, batch: list[Passage], path: list[Hop], ctx: SunarContext) -> list[Reply[str]]:
     """Eq. 2: m answers to the sub-question from the batch alone, sampled at ``asu_temperature``: each reasons step by
     step and ends on its answer line, as the official code samples them (``asu_style=short``: the answer alone)."""
@@ -173,10 +178,9 @@ def _sample_answers(sub_question: str, batch: list[Passage], path: list[Hop], ct
         prompt, parse, options = "sunar_answer_sub_short", parse_short_answer, ctx.short_options(ctx.asu_temperature)
     passages = render_passages(batch, ctx.passage_words)
 
-    def sample(i: int) -> Reply[str]:  # each sample its own seed: the same prompt, m different draws
-        seeded = options if options.seed is None else replace(options, seed=options.seed + 100 * i)
+    def sample(i: int) -> Reply[str]:
         return ask(
-            prompt, seeded, parse=parse, fallback=UNKNOWN,
+            prompt, _draw(options, i), parse=parse, fallback=UNKNOWN,
             passages=passages, path=_facts(path), question=sub_question,
         )  # fmt: skip
 
@@ -268,8 +272,7 @@ async def meta_reason(state: SunarState, runtime: Runtime[SunarContext]) -> dict
     call = {"passages": render_passages(evidence, ctx.passage_words), "path": _self_ask_path(path)}
 
     async def sample(i: int) -> str:  # the first at the run's options; the others drawn at asu_temperature
-        seeded = options if i == 0 else replace(options, temperature=ctx.asu_temperature)
-        seeded = seeded if i == 0 or seeded.seed is None else replace(seeded, seed=seeded.seed + 100 * i)
+        seeded = options if i == 0 else _draw(replace(options, temperature=ctx.asu_temperature), i)
         reply = await aask(prompt, seeded, parse=parse, fallback=fallback, question=state["question"], **call)
         return reply.value
 
