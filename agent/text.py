@@ -167,8 +167,8 @@ _PAIR_REFERENCE = re.compile(r"\s*\((?:D[QA]\s?\d+[,;]?\s*)+\)")  # "football (D
 _SAYS = (
     r"(?:(?:\w+ly|also)\s+)?(?:states?|says?|mentions?|indicates?|shows?|notes?|confirms?|explains?|reports?|tells?)"
 )
-_ANSWER_ITSELF = (  # "The final answer to the question "Who ...?" is" / "The long answer explains that"
-    rf"the\s+(?:long|short|final)\s+answer(?:\s+to\s+the\s+question(?:\s*[\"“][^\"”]*[\"”])?)?"
+_ANSWER_ITSELF = (  # "(Therefore,) the final answer to the question "Who ...?" is" / "The long answer explains that"
+    rf"(?:(?:therefore|so|thus|hence|in\s+(?:summary|conclusion)),?\s+)?the\s+(?:long|short|final)\s+answer(?:\s+to\s+the\s+question(?:\s*[\"“][^\"”]*[\"”])?)?"
     rf"\s+(?:is\s*:?\s*|{_SAYS}(?:\s+that\s+|\s*:\s*|\s+))"
 )
 _ATTRIBUTION = re.compile(  # "According to passage [2], X" / "The passage clearly states that X" → "X"
@@ -176,6 +176,7 @@ _ATTRIBUTION = re.compile(  # "According to passage [2], X" / "The passage clear
     rf"(?:it\s+{_SAYS}\s+(?:that\s+)?)?|{_SOURCES}\s+{_SAYS}(?:\s+that\s+|\s*:\s*|\s+)|{_ANSWER_ITSELF})",
     re.IGNORECASE,
 )
+CONCLUSION = re.compile(rf"(?:^|(?<=[\n.!?]))\s*(?={_ANSWER_ITSELF})", re.IGNORECASE)  # where a conclusion begins
 _TRAILING_ATTRIBUTION = re.compile(  # "X, as evidenced by the passage [1]." → "X."
     rf",?\s+(?:(?:as\s+)?(?:evidenced|stated|mentioned|shown|noted|seen|supported)\s+(?:by|in)|according\s+to)"
     rf"\s+{_SOURCES}(?=\s*[.!?]?$)",

@@ -178,6 +178,7 @@ def test_a_demonstration_passage_cut_short_keeps_the_stretch_with_its_answer():
      ("The ride opened at Disneyland in 1967 [1].", "The ride opened at Disneyland in 1967 [1]."),
      ('The final answer to the question "Who plays Lord Beric?" is Richard Dormer.', "Richard Dormer."),
      ("The long answer explains that Paul Newman voiced Doc Hudson.", "Paul Newman voiced Doc Hudson."),
+     ("Therefore, the final answer is: Richard Dormer plays him.", "Richard Dormer plays him."),
      ("Cesare Barbetti voiced him too, but this is not the final answer to the question.", ""),
      ("According to DQ 1, Tim Martin is associated with football (DA 1).", "Tim Martin is associated with football."),
      ("DQ 2 asks about the film.", "")],
@@ -210,6 +211,24 @@ def test_an_answer_quoting_runs_of_sentences_loses_its_unpaired_quotes_not_its_w
     assert paired_quotes('"Kenny sang "Footloose" in 1984.') == 'Kenny sang "Footloose" in 1984.'
     assert paired_quotes("“Kenny sang it.") == "Kenny sang it."
     assert paired_quotes("Kenny sang it.”") == "Kenny sang it."
+
+
+def test_echoed_pairs_give_way_to_the_conclusion_that_follows_them():
+    """The model copied the DQ/DA lines into its answer and concluded after them: the answer is the conclusion, not
+    the text before the first pair (nor nothing, where the reply opens with the pairs)."""
+    from agent.llm.parsing import ParseError
+    from agent.steps.rac import statements
+
+    pairs = (
+        "DQ 1: When did it premiere?\nDA 1: 4 November 2001\nDQ 2: When did it open in the US?\nDA 2: 16 November 2001"
+    )
+    conclusion = "It premiered on 4 November 2001 and opened in the US on 16 November 2001."
+    for lead_in in ("Therefore, the final answer is: ", 'So the final answer to the question "When?" is '):
+        assert statements(f"It premiered in 2001.\n{pairs}\n{lead_in}{conclusion}") == conclusion
+        assert statements(f"{pairs}\n{lead_in}{conclusion}") == conclusion
+    assert statements(f"It premiered in 2001.\n{pairs}\nIt was a hit.") == "It premiered in 2001."  # no conclusion
+    with pytest.raises(ParseError):
+        statements(pairs)
 
 
 def test_a_sentence_is_borrowed_when_it_carries_an_example_name_that_nothing_read_holds():

@@ -35,6 +35,7 @@ from agent.schemas import Disambiguation, ExtractedPairs, Passage, QAPair, Short
 from agent.steps.casebook import evidence, shared_prefix
 from agent.steps.fewshot import PoolExample, Shots, fit_examples, pool_demos
 from agent.text import (
+    CONCLUSION,
     COPY_LIMIT,
     contains_answer,
     copied_runs,
@@ -456,9 +457,12 @@ _PAIR_LINE = re.compile(r"(?:^|\s)D[QA] ?\d+:")  # the model carrying on in the 
 
 
 def statements(text: str) -> str:
-    """A long answer up to any DQ/DA lines, its sentences freed of lead-ins that attribute them to the sources and
-    without those that still talk about sources; a ``ParseError`` when nothing else is left."""
-    answer = _PAIR_LINE.split(parse_long_answer(text), maxsplit=1)[0]
+    """A long answer up to any DQ/DA lines (or, where echoed pairs are followed by a conclusion, "Therefore, the final
+    answer is: …", that conclusion), its sentences freed of lead-ins that attribute them to the sources and without
+    those that still talk about sources; a ``ParseError`` when nothing else is left."""
+    answer, *echoed = _PAIR_LINE.split(parse_long_answer(text))
+    if echoed and (conclusion := CONCLUSION.search(echoed[-1])):
+        answer = echoed[-1][conclusion.end() :]
     kept = [s for s in map(paired_quotes, map(unnarrated, sentences(answer))) if s]
     answer = " ".join([*map(_ended, kept[:-1]), *kept[-1:]])
     if not answer:
