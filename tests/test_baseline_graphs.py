@@ -364,15 +364,20 @@ def test_an_answer_that_leaves_out_a_reading_gets_a_sentence_for_it(collection, 
     )
 
 
-def test_a_reading_written_as_its_bare_answer_is_added_with_its_question(collection, scripted):
-    name, model = scripted(
-        {"rag_extract": EXTRACT, "rag_generate": ONE_READING, "rag_generate_pairs": "16 November 2001"}
-    )
+NOVEL = "DQ 1: When was the world premiere of the film?\nDA 1: 4 November 2001\nDQ 2: When was the novel first published?\nDA 2: 1997"
+
+
+@pytest.mark.parametrize(
+    ("extract", "bare", "added"),
+    [(EXTRACT, "16 November 2001", "When was it released in US cinemas? 16 November 2001."),
+     (NOVEL, "1997", "When was the novel first published? 1997.")],  # one word: no long answer, still the reading
+)  # fmt: skip
+def test_a_reading_written_as_its_bare_answer_is_added_with_its_question(collection, scripted, extract, bare, added):
+    name, model = scripted({"rag_extract": extract, "rag_generate": ONE_READING, "rag_generate_pairs": bare})
     result = agent.run(QUESTION, llm=name, collection=collection, complete_readings=True)
     assert model.prompts() == ["rag_extract", "rag_generate", "rag_generate_pairs"]  # no retry: the answer is there
-    assert result.answer == (
-        "The film premiered in London on 4 November 2001. When was it released in US cinemas? 16 November 2001."
-    )  # not a dangling "16 November 2001" that says nothing of what it answers
+    assert result.answer == f"The film premiered in London on 4 November 2001. {added}"
+    # not a dangling "16 November 2001" that says nothing of what it answers
 
 
 def test_sentences_that_state_none_of_the_left_out_readings_are_not_added(collection, scripted):

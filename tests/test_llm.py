@@ -100,6 +100,15 @@ def test_each_call_sends_the_run_seed_and_a_retry_the_next_one_so_a_run_repeats(
     assert "seed" not in model.calls[0].kwargs  # the endpoint's own sampling
 
 
+def test_a_retry_of_a_greedy_call_samples_since_greedy_decoding_repeats_the_refused_reply(scripted):
+    name, model = scripted({"rag_extract": ["I cannot help.", "I cannot help.", "DQ 1: Q?\nDA 1: A"]})
+    ask("rag_extract", LLMOptions(llm=name, temperature=0.0), parse=parse_disambiguations, question="q")
+    assert [c.kwargs["temperature"] for c in model.calls] == [0.0, 0.3, 0.3]
+    name, model = scripted({"rag_extract": ["I cannot help.", "DQ 1: Q?\nDA 1: A"]})
+    ask("rag_extract", LLMOptions(llm=name, temperature=0.7), parse=parse_disambiguations, question="q")
+    assert [c.kwargs["temperature"] for c in model.calls] == [0.7, 0.7]  # a sampling run keeps its temperature
+
+
 def test_unreachable_endpoint_is_a_clear_error(monkeypatch):
     from langchain_openai import ChatOpenAI
 

@@ -37,6 +37,9 @@ class OutputError(LLMError):
     """The model kept returning output that could not be parsed."""
 
 
+RETRY_TEMPERATURE = 0.3  # the least a retry samples at: greedy decoding would repeat the refused reply word for word
+
+
 @dataclass(frozen=True)
 class LLMOptions:
     llm: str | None = None
@@ -173,7 +176,8 @@ def _attempts(
     usage = NodeUsage()
     text = ""
     for attempt in range(1, options.retries + 2):
-        params: dict[str, Any] = {"temperature": options.temperature, "max_tokens": tokens}
+        temperature = options.temperature if attempt == 1 else max(options.temperature, RETRY_TEMPERATURE)
+        params: dict[str, Any] = {"temperature": temperature, "max_tokens": tokens}
         if options.seed is not None:
             params["seed"] = options.seed + attempt - 1
         if response_format:

@@ -27,6 +27,7 @@ from agent.llm.parsing import (
     parse_disambiguations,
     parse_long_answer,
     sentences,
+    strip_label,
     whole_sentences,
 )
 from agent.llm.prompts import estimate_tokens, load_prompt, render
@@ -329,14 +330,19 @@ async def completed(
     casebook, cached, and no passages to copy), with the run's retries, and appended if they state at least one of
     their answers once the sentences that borrow a number of the casebook's examples that ``held`` lacks are dropped
     (``unborrowed``: "released on June 19, 2003" for a pair that says 2003); else ``reply`` stays. A reply that is
-    only the answers ("Video games", nothing saying what they answer) is appended as those pairs ``listed``."""
+    only the answers ("Video games", "1861": nothing saying what they answer) is appended as those pairs ``listed``."""
     short = {normalize_answer(p.answer): p for p in pairs if _short(p.answer)}
     missing = [p for p in short.values() if not contains_answer(reply.value, p.answer)]
     if not missing:
         return reply
 
     def stating_one(text: str) -> str:
-        addition = unborrowed(statements(text), book, held, numbers_only=True)
+        try:
+            addition = unborrowed(statements(text), book, held, numbers_only=True)
+        except ParseError:
+            addition = strip_label(text)  # one word ("1861") is no long answer, but may be a bare one
+            if not _bare(addition, missing):
+                raise
         stated = [p for p in missing if contains_answer(addition, p.answer)]
         if not stated:
             raise ParseError("the sentences state none of the readings left out (or borrow the examples' numbers)")
