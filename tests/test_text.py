@@ -223,7 +223,8 @@ def test_echoed_pairs_give_way_to_the_conclusion_that_follows_them():
         "DQ 1: When did it premiere?\nDA 1: 4 November 2001\nDQ 2: When did it open in the US?\nDA 2: 16 November 2001"
     )
     conclusion = "It premiered on 4 November 2001 and opened in the US on 16 November 2001."
-    for lead_in in ("Therefore, the final answer is: ", 'So the final answer to the question "When?" is '):
+    lead_ins = ("Therefore, the final answer is: ", 'So the final answer to the question "When?" is ')
+    for lead_in in (*lead_ins, "Therefore, the final answer to this question is:\n"):
         assert statements(f"It premiered in 2001.\n{pairs}\n{lead_in}{conclusion}") == conclusion
         assert statements(f"{pairs}\n{lead_in}{conclusion}") == conclusion
     assert statements(f"It premiered in 2001.\n{pairs}\nIt was a hit.") == "It premiered in 2001."  # no conclusion
