@@ -364,13 +364,13 @@ def test_an_answer_that_leaves_out_a_reading_gets_a_sentence_for_it(collection, 
     )
 
 
-NOVEL = "DQ 1: When was the world premiere of the film?\nDA 1: 4 November 2001\nDQ 2: When was the novel first published?\nDA 2: 1997"
+NOVEL_PAIRS = "DQ 1: When was the world premiere of the film?\nDA 1: 4 November 2001\nDQ 2: When was the novel first published?\nDA 2: 1997"
 
 
 @pytest.mark.parametrize(
     ("extract", "bare", "added"),
     [(EXTRACT, "16 November 2001", "When was it released in US cinemas? 16 November 2001."),
-     (NOVEL, "1997", "When was the novel first published? 1997.")],  # one word: no long answer, still the reading
+     (NOVEL_PAIRS, "1997", "When was the novel first published? 1997.")],  # one word: no long answer, still the reading
 )  # fmt: skip
 def test_a_reading_written_as_its_bare_answer_is_added_with_its_question(collection, scripted, extract, bare, added):
     name, model = scripted({"rag_extract": extract, "rag_generate": ONE_READING, "rag_generate_pairs": bare})
