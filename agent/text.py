@@ -168,7 +168,8 @@ _SAYS = (
     r"(?:(?:\w+ly|also)\s+)?(?:states?|says?|mentions?|indicates?|shows?|notes?|confirms?|explains?|reports?|tells?)"
 )
 _ANSWER_ITSELF = (  # "(Therefore,) the final answer to the question "Who ...?" is" / "The long answer explains that"
-    rf"(?:(?:therefore|so|thus|hence|in\s+(?:summary|conclusion)),?\s+)?the\s+(?:long|short|final)\s+answer(?:\s+to\s+(?:the|this)\s+question(?:\s*[\"“][^\"”]*[\"”])?)?"
+    rf"(?:(?:therefore|so|thus|hence|in\s+(?:summary|conclusion)),?\s+)?the\s+(?:long|short|final)\s+answer"
+    rf"(?:\s+to\s+(?:the|this)\s+question(?:\s*[\"“][^\"”]*[\"”])?)?"
     rf"\s+(?:is\s*:?\s*|{_SAYS}(?:\s+that\s+|\s*:\s*|\s+))"
 )
 _ATTRIBUTION = re.compile(  # "According to passage [2], X" / "The passage clearly states that X" → "X"
