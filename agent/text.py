@@ -365,6 +365,25 @@ def leading_clauses(sentence: str) -> list[str]:
     return heads
 
 
+# A sentence about the question instead of the world: the small model echoing VerDICt's "explain how the question can
+# be read" ("The question "…" can be read as asking about the founding date of the school.").
+_QUESTION_TALK = re.compile(
+    r"^(?:the\s+question\b[^.]*?\b(?:can|could|may|might)\s+be\s+(?:read|interpreted|understood|answered)\b"
+    r"|the\s+question\s+(?:asks|is\s+asking)\b"
+    r"|this\s+is\s+the\s+only\s+answer\s+that\s+(?:\w+\s+)?addresses\s+the\s+question\b)",
+    re.IGNORECASE,
+)
+
+
+def without_question_talk(text: str, answers: Sequence[str]) -> str:
+    """``text`` less the sentences that talk about the question ("The question … can be read as asking about …",
+    "This is the only answer that directly addresses the question …") and state none of ``answers``; '' when every
+    sentence does."""
+    return " ".join(
+        s for s in sentences(text) if not _QUESTION_TALK.match(s) or any(contains_answer(s, a) for a in answers)
+    )
+
+
 def narrates(text: str, sources: Sequence[str]) -> bool:
     """An answer that talks about its sources or copies ``COPY_LIMIT`` or more consecutive words of one of them."""
     return mentions_sources(text) or longest_copied_run(text, sources) >= COPY_LIMIT

@@ -44,6 +44,7 @@ from agent.text import (
     states_nothing,
     unborrowed,
     uncopied,
+    without_question_talk,
 )
 
 
@@ -204,6 +205,7 @@ async def answer(state: VerdictState, runtime: Runtime[VerdictContext]) -> dict:
     # a sentence carrying a name or number of the prompt's example that nothing read holds was copied from it
     read = [*sources, state["question"], render_pairs(pairs)]
     text = unborrowed(text, demonstration(prompt), read) or fallback.get("fallback", text)
+    text = without_question_talk(text, answers) or text  # "The question … can be read as asking about …": no reading
     missing = [f"{d.question} {d.answer}." for d, c in zip(shown, cite) if c not in text]
     answer = " ".join([text, *missing]) if ctx.append_uncited else text
     return {"answer": " ".join(filter(None, [answer, disputed])), "uncited": len(missing)}

@@ -331,3 +331,21 @@ def test_a_misnumbered_pair_stays_only_as_a_new_short_grounded_reading_not_cut_o
     assert [p.answer for p in found] == ["June 14, 2017", "June 30, 2017"]
     cut = misnumbered(question, Reply(first, text, truncated=True), passages)  # the last pair may be cut short
     assert [p.answer for p in cut] == ["June 14, 2017"]
+
+
+def test_a_sentence_about_how_the_question_can_be_read_goes_unless_it_states_a_reading():
+    from agent.text import without_question_talk
+
+    meta = 'The question "When was Cove Fort built?" can be read as asking about the construction date of the fort.'
+    fact = "Cove Fort was built in 1867 [1]."
+    assert without_question_talk(f"{meta} {fact}", ["1867"]) == fact
+    only = 'This is the only answer that directly addresses the question "When was the last person executed?'
+    assert without_question_talk(f"{only} The last execution in Canada was on December 11, 1962 [5].", []) == (
+        "The last execution in Canada was on December 11, 1962 [5]."
+    )
+    asks = "The question asks about the gender composition, and we can conclude that the school is all female."
+    assert without_question_talk(asks, ["boys"]) == ""  # every sentence talks about the question: the caller keeps it
+    stating = 'The question "Who is the father of Junjun?" can be read as asking for his father, Hilario Davide Jr.'
+    assert without_question_talk(stating, ["Hilario Davide Jr."]) == stating  # it states a reading: kept
+    about_a_question = "The question of the succession was settled in 1701. It could be read as a compromise."
+    assert without_question_talk(about_a_question, ["1701"]) == about_a_question  # a fact about a question stays

@@ -256,6 +256,17 @@ def test_the_answer_states_facts_with_citations_and_never_narrates_its_passages(
     )
 
 
+def test_a_sentence_about_how_the_question_can_be_read_is_dropped_from_the_answer(collection, scripted):
+    by_passage = {"hp-premiere": PREMIERE, "hp-us": US}
+    clean, _ = run_verdict(collection, scripted, by_passage)
+    meta = f'Answer: The question "{QUESTION}" can be read as asking about the release of the first film. '
+    script = {"verdict_relax": RELAXED, "verdict_execute": executes(by_passage),
+              "verdict_answer": meta + ANSWER.removeprefix("Answer: ")}  # fmt: skip
+    name, _ = scripted(script)
+    talked = agent.run(QUESTION, method="verdict", llm=name, collection=collection, top_k=6, complete_readings=False)
+    assert talked.answer == clean.answer and "can be read" not in talked.answer
+
+
 def test_a_sentence_copied_from_the_prompts_example_is_dropped(collection, scripted):
     by_passage = {"hp-premiere": PREMIERE, "hp-us": US}
     clean, _ = run_verdict(collection, scripted, by_passage)
@@ -351,17 +362,15 @@ def test_readings_the_answer_leaves_out_are_written_from_the_pairs_and_cited(col
               "rag_restate": echoed, "rag_generate_pairs": written}  # fmt: skip
     name, model = scripted(script)
     plain = agent.run(QUESTION, method="verdict", llm=name, collection=collection, top_k=6, complete_readings=False)
-    assert plain.answer == "The question can be read as asking about the film's release."
+    assert plain.answer == "The question can be read as asking about the film's release."  # nothing else is left
     assert "rag_generate_pairs" not in model.prompts()
     name, model = scripted(script)
     result = agent.run(QUESTION, method="verdict", llm=name, collection=collection, top_k=6)  # the default
     assert model.prompts()[-1] == "rag_generate_pairs"
     pairs_call = model.calls[-1]
     assert "16 November 2001" in pairs_call.user and "Passage" not in pairs_call.system + pairs_call.user
-    assert re.fullmatch(
-        r"The question can be read as asking about the film's release\. "
-        r"The film reached US cinemas on 16 November 2001 \[\d+\]\.",  # the written sentence cites its pair's passage
-        result.answer,
+    assert re.fullmatch(  # the written sentence cites its pair's passage; the one about the question goes
+        r"The film reached US cinemas on 16 November 2001 \[\d+\]\.", result.answer
     )
     assert result.extra["uncited"] == 0
 
