@@ -67,6 +67,26 @@ def contains_answer(text: str, answer: str) -> bool:
     return bool(needle) and f" {needle} " in f" {normalize_answer(text)} "
 
 
+_FUNCTION_WORDS = frozenset(
+    "a an and are as at be been by for from had has have he her his in into is it its of on or she that the their "
+    "they this to was were which who with".split()
+)
+STATED_SHARE = 2 / 3  # of a sentence answer's content words that its passage must hold
+
+
+def stated_in(text: str, answer: str) -> bool:
+    """Whether ``text`` states ``answer``: it holds the answer (a date in any wording), or, for an answer written as a
+    sentence ("The Cardinals moved to Arizona in 1988."), every number of it and ``STATED_SHARE`` of its other content
+    words. An answer the model brought from elsewhere ("Eddard Stark" from a passage that never names him) is not."""
+    if contains_answer(text, answer) or contains_answer(spelled_dates(text), spelled_dates(answer)):
+        return True
+    held = set(normalize_answer(f"{text} {spelled_dates(text)}").split())
+    words = [w for w in normalize_answer(answer).split() if w not in _FUNCTION_WORDS]
+    if not words or any(w not in held for w in words if any(ch.isdigit() for ch in w)):
+        return False
+    return sum(w in held for w in words) >= STATED_SHARE * len(words)
+
+
 def supporting_ids(answer: str, passages: list[Passage]) -> list[str]:
     """Ids of the passages whose text contains ``answer``."""
     return [p.id for p in passages if contains_answer(p.full_text, answer)]

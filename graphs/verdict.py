@@ -41,6 +41,7 @@ from agent.text import (
     longest_copied_run,
     passage_text,
     render_passages,
+    stated_in,
     states_nothing,
     unborrowed,
     uncopied,
@@ -75,6 +76,11 @@ class VerdictContext(SettleOptions, RunContext):
         default=False,
         description="append each disambiguation the answer failed to cite to its text (off, as in the paper)",
     )
+    grounded_answers: bool = Field(
+        default=True,
+        description="drop a candidate whose passage does not state its answer (I_E's rule that the answer comes from "
+        "the passage, checked by string: agent.text.stated_in; ours, not the paper's: docs/evaluation.md)",
+    )
     complete_readings: bool = Field(
         default=True,
         description="add sentences, written from the pairs, for the disambiguations whose short answer the answer "
@@ -87,6 +93,7 @@ class VerdictOutput(AnswerOutput, total=False):
     candidates: list[Disambiguation]  # Algorithm 1 lines 5–9: one per non-abstaining passage, citing it, by rank
     abstentions: int  # passages whose I_E reply was null, or an answer saying the passage has none
     unparsed: int  # passages whose I_E reply stayed unusable after retries (also dropped)
+    ungrounded: int  # with grounded_answers: replies whose answer their passage does not state (also dropped)
     cluster_labels: list[int]  # HDBSCAN label per candidate; -1 = outlier
     conflicts: list[Conflict]  # with settle_conflicts: the answers that disagreed and what was dropped
     uncited: int  # disambiguations the answer did not cite (appended to it with append_uncited)
@@ -129,12 +136,23 @@ async def execute(state: VerdictState, runtime: Runtime[VerdictContext]) -> dict
     # Algorithm 1 line 8: a null reply abstains, and so does an answer that says the passage has none
     # ("The passage does not provide information about ...": the small model writing out its null)
     abstained = [r.parsed and (r.value is None or states_nothing(r.value.answer)) for r in replies]
+    # the answer must come from the passage (I_E rule 6): one the passage does not state was the model's own
+    # ("Eddard Stark" as Lord Beric's actor, from a passage that never names him)
+    ungrounded = [
+        ctx.grounded_answers and r.value is not None and not null and not stated_in(p.full_text, r.value.answer)
+        for p, r, null in zip(state["passages"], replies, abstained)
+    ]
     candidates = [
         Disambiguation(question=r.value.question, answer=r.value.answer, passage_ids=[p.id])
-        for p, r, null in zip(state["passages"], replies, abstained)
-        if r.value is not None and not null
+        for p, r, null, foreign in zip(state["passages"], replies, abstained, ungrounded)
+        if r.value is not None and not null and not foreign
     ]
-    return {"candidates": candidates, "abstentions": sum(abstained), "unparsed": sum(not r.parsed for r in replies)}
+    return {
+        "candidates": candidates,
+        "abstentions": sum(abstained),
+        "unparsed": sum(not r.parsed for r in replies),
+        "ungrounded": sum(ungrounded),
+    }
 
 
 def after_execute(state: VerdictState, runtime: Runtime[VerdictContext]) -> Literal["settle", "consolidate"]:

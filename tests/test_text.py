@@ -349,3 +349,17 @@ def test_a_sentence_about_how_the_question_can_be_read_goes_unless_it_states_a_r
     assert without_question_talk(stating, ["Hilario Davide Jr."]) == stating  # it states a reading: kept
     about_a_question = "The question of the succession was settled in 1701. It could be read as a compromise."
     assert without_question_talk(about_a_question, ["1701"]) == about_a_question  # a fact about a question stays
+
+
+def test_an_answer_is_stated_by_a_passage_that_holds_it_in_any_date_wording_or_most_of_its_sentence():
+    from agent.text import stated_in
+
+    cardinals = "The team moved from St. Louis to Arizona in 1988, where it became the Arizona Cardinals."
+    assert stated_in(cardinals, "1988") and stated_in(cardinals, "Arizona")
+    assert stated_in(cardinals, "The Cardinals moved to Arizona in 1988.")  # a sentence answer: its words are there
+    assert not stated_in(cardinals, "The Cardinals moved to Arizona in 1960.")  # but a number it lacks is not
+    assert not stated_in(cardinals, "Eddard Stark")  # a name from elsewhere
+    assert not stated_in(cardinals, "198")  # whole words only
+    pet = "The Commodore PET was revealed in January 1977 and sold on 16 November 1977."
+    assert stated_in(pet, "1977") and stated_in(pet, "November 16, 1977") and stated_in(pet, "Nov. 1977")
+    assert not stated_in(pet, "December 1977") and not stated_in(pet, "")

@@ -33,6 +33,7 @@ def executes(by_passage: dict[str, str]):
 
 def run_verdict(collection, scripted, by_passage, **options):
     options.setdefault("complete_readings", False)  # the readings an answer leaves out: tested on their own below
+    options.setdefault("grounded_answers", False)  # scripts put answers on any passage; the check is tested below
     script = {"verdict_relax": RELAXED, "verdict_execute": executes(by_passage), "verdict_answer": ANSWER}
     name, model = scripted(script, **options.pop("model", {}))
     return agent.run(QUESTION, method="verdict", llm=name, collection=collection, top_k=6, **options), model
@@ -71,6 +72,18 @@ def test_an_answer_saying_the_passage_has_none_is_an_abstention(collection, scri
     result, _ = run_verdict(collection, scripted, {"hp-premiere": PREMIERE, "hp-us": US, "hp-book": none})
     assert sorted(c.passage_ids[0] for c in result.extra["candidates"]) == ["hp-premiere", "hp-us"]
     assert result.extra["abstentions"] == 4 and result.extra["unparsed"] == 0
+
+
+def test_an_answer_its_passage_does_not_state_is_dropped_and_counted(collection, scripted):
+    """ASQA: "Eddard Stark" as the actor of Lord Beric, from a Game of Thrones passage that never names him."""
+    foreign = "Interpretation: Who starred in the Harry Potter film released in the US?\nAnswer: Daniel Radcliffe"
+    reworded = "Interpretation: When was the Harry Potter novel first published?\nAnswer: June 26, 1997"
+    replies = {"hp-premiere": PREMIERE, "hp-us": foreign, "hp-book": reworded}
+    result, _ = run_verdict(collection, scripted, replies, grounded_answers=True)
+    assert sorted(c.answer for c in result.extra["candidates"]) == ["4 November 2001", "June 26, 1997"]
+    assert result.extra["ungrounded"] == 1 and result.extra["abstentions"] == 3
+    unchecked, _ = run_verdict(collection, scripted, replies, grounded_answers=False)
+    assert len(unchecked.extra["candidates"]) == 3 and unchecked.extra["ungrounded"] == 0
 
 
 def test_every_interpretation_keeps_the_passage_that_grounds_it(collection, scripted):
@@ -230,7 +243,8 @@ def test_verdict_exports_the_shared_contract_and_its_candidates():
     assert graph.get_input_jsonschema()["required"] == ["question"]
     assert set(graph.get_output_jsonschema()["properties"]) == {
         "answer", "disambiguations", "passages", "usage",
-        "relaxed_query", "candidates", "abstentions", "unparsed", "cluster_labels", "retrieved", "uncited", "conflicts",
+        "relaxed_query", "candidates", "abstentions", "unparsed", "ungrounded", "cluster_labels", "retrieved", "uncited",
+        "conflicts",
     }  # fmt: skip
 
 
