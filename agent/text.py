@@ -8,6 +8,7 @@ import unicodedata
 from collections.abc import Callable, Sequence
 
 from agent.llm.parsing import sentences
+from agent.retrieval.terms import STOP_WORDS
 from agent.schemas import Passage, QAPair
 from agent.settings import get_settings
 
@@ -67,10 +68,6 @@ def contains_answer(text: str, answer: str) -> bool:
     return bool(needle) and f" {needle} " in f" {normalize_answer(text)} "
 
 
-_FUNCTION_WORDS = frozenset(
-    "a an and are as at be been by for from had has have he her his in into is it its of on or she that the their "
-    "they this to was were which who with".split()
-)
 STATED_SHARE = 2 / 3  # of a sentence answer's content words that its passage must hold
 
 
@@ -81,7 +78,7 @@ def stated_in(text: str, answer: str) -> bool:
     if contains_answer(text, answer) or contains_answer(spelled_dates(text), spelled_dates(answer)):
         return True
     held = set(normalize_answer(f"{text} {spelled_dates(text)}").split())
-    words = [w for w in normalize_answer(answer).split() if w not in _FUNCTION_WORDS]
+    words = [w for w in normalize_answer(answer).split() if w not in STOP_WORDS]
     if not words or any(w not in held for w in words if any(ch.isdigit() for ch in w)):
         return False
     return sum(w in held for w in words) >= STATED_SHARE * len(words)
