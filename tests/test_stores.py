@@ -69,13 +69,55 @@ def test_ingest_is_a_sync_on_each_store(store_kind, tmp_path):
     assert all(p.id != "hp-premiere" for p in store.sparse_many(["Harry Potter premiere London"], 5)[0])
 
 
-def test_an_id_listed_twice_keeps_both_texts_and_a_rerun_changes_nothing(store_kind, tmp_path):
-    twice = [*PASSAGES, dict(PASSAGES[0], text="A second passage filed under the same id.")]
+def test_an_id_listed_with_two_texts_stores_both_under_distinct_ids_and_a_rerun_changes_nothing(store_kind, tmp_path):
+    second = dict(PASSAGES[0], text="The film's charity premiere in New York took place on 14 November 2001.")
+    twice = [*PASSAGES, second, PASSAGES[0]]  # the id again with another text, then the first record repeated
     name = f"twice-{next(_names)}"
     first = ingest(_corpus(tmp_path, twice), name, progress=False, batch_size=3)
-    assert (first.added, first.removed) == (7, 0)
-    again = ingest(_corpus(tmp_path, twice), name, progress=False, batch_size=3)
-    assert (again.added, again.removed, again.skipped) == (0, 0, 7)
+    assert (first.added, first.removed, first.renamed) == (7, 0, 1)
+    assert first.summary() == "7 added, 1 already stored, 1 stored as ID#2, … (an id listed before with another text)"
+    store = open_store(name)
+    by_id = {p.id: p.text for p in store.passages(["hp-premiere", "hp-premiere#2"])}
+    assert by_id == {"hp-premiere": PASSAGES[0]["text"], "hp-premiere#2": second["text"]}
+    dense = store.search("Harry Potter film premiere", 7)
+    assert len({p.id for p in dense}) == 7  # no two passages answer to one id
+    fused = search(store, "Harry Potter premiere", 7, RetrievalOptions(first_stage="hybrid", reranker="none"))
+    assert {"hp-premiere", "hp-premiere#2"} <= {p.id for p in fused}  # fusion keeps both texts
+    again = ingest(_corpus(tmp_path, twice), name, progress=False, batch_size=3, prune=True)
+    assert (again.added, again.removed, again.skipped, again.relabelled) == (0, 0, 8, 0)
+
+
+def test_a_store_that_filed_two_texts_under_one_id_is_relabelled_without_embedding(store_kind, tmp_path):
+    """Collections ingested before ids were made distinct hold both texts under the one id: a re-run fixes them."""
+    from agent.retrieval.embeddings import embed, usable
+    from agent.retrieval.store import Row, content_id
+    from agent.retrieval.writers import open_writer
+
+    name = f"legacy-{next(_names)}"
+    second = dict(PASSAGES[0], text="The film's charity premiere in New York took place on 14 November 2001.")
+    rows = [*PASSAGES, second]
+    writer = open_writer(name, usable(get_settings().embeddings))
+    vectors = embed([f"{r['title']} | {r['text']}" for r in rows], backend=writer.backend)
+    writer.add([Row(content_id(r["title"], r["text"]), r["id"], r["title"], r["text"], "", v)
+                for r, v in zip(rows, vectors)])  # fmt: skip
+    report = ingest(_corpus(tmp_path, rows), name, progress=False)
+    assert (report.added, report.relabelled, report.removed, report.skipped) == (0, 1, 0, 7)
+    store = open_store(name)
+    assert [p.text for p in store.passages(["hp-premiere#2"])] == [second["text"]]
+    assert [p.text for p in store.passages(["hp-premiere"])] == [PASSAGES[0]["text"]]
+    assert "hp-premiere#2" in {p.id for p in store.sparse_many(["charity premiere New York"], 3)[0]}
+
+
+def test_an_unchanged_passage_under_a_new_id_is_relabelled_and_survives_prune(store_kind, tmp_path):
+    name = f"moved-{next(_names)}"
+    ingest(_corpus(tmp_path, PASSAGES), name, progress=False)
+    moved = [dict(p, id="etna") if p["id"] == "volcano" else p for p in PASSAGES]
+    report = ingest(_corpus(tmp_path, moved), name, progress=False, prune=True)
+    assert (report.added, report.relabelled, report.removed) == (0, 1, 0)
+    store = open_store(name)
+    assert store.count() == 6 and store.passages(["volcano"]) == []
+    assert [p.id for p in store.passages(["etna"])] == ["etna"]
+    assert store.sparse_many(["stratovolcano Sicily"], 1)[0][0].id == "etna"
 
 
 def test_dense_sparse_and_hybrid_find_the_relevant_passage(tiny):

@@ -141,7 +141,7 @@ def _store(corpus: Path, collection: str, log: Callable[[str], None]) -> None:
     from agent.retrieval.ingest import ingest
 
     report = ingest(corpus, collection, progress=True)
-    log(f"collection {collection}: {report.added} added, {report.skipped} already stored")
+    log(f"collection {collection}: {report.summary()}")
 
 
 def format_bench(results: dict[str, Any]) -> str:

@@ -133,7 +133,7 @@ def _prepare(
 
         config.collection = config.collection or config.corpus.parent.name
         report = ingest(config.corpus, config.collection, progress=progress)
-        log(f"collection {config.collection}: {report.added} added, {report.skipped} already stored")
+        log(f"collection {config.collection}: {report.summary()}")
         made_with = provenances(config)  # the collection is named from here on
     return examples, made_with
 

@@ -201,8 +201,20 @@ class ChromaStore(Store, Writer):
             finally:
                 fcntl.flock(handle, fcntl.LOCK_UN)
 
-    def existing(self, keys: list[str]) -> set[str]:
-        return set(self.collection.get(ids=keys, include=[])["ids"]) if keys else set()
+    def stored_ids(self, keys: list[str]) -> dict[str, str]:
+        if not keys:
+            return {}
+        got = self.collection.get(ids=keys, include=["metadatas"])
+        return {key: str(m["doc_id"]) for key, m in zip(got["ids"], got["metadatas"])}
+
+    def relabel(self, ids: dict[str, str]) -> None:
+        if not ids:
+            return
+        got = self.collection.get(ids=list(ids), include=["metadatas"])
+        self.collection.update(
+            ids=got["ids"], metadatas=[{**m, "doc_id": ids[key]} for key, m in zip(got["ids"], got["metadatas"])]
+        )
+        self.sparse_index().relabel(ids)
 
     def versions(self, doc_ids: list[str]) -> list[tuple[str, str]]:
         if not doc_ids:

@@ -1,8 +1,10 @@
 """Ingest a JSONL corpus ``{id, title, text}`` into a collection: validated first, then streamed in batches; a sync.
 
 Passages are stored under a hash of their content with their document id beside it, so re-ingesting an unchanged
-file is a no-op, an edited passage (same id, new text) replaces its old version, and ``prune`` removes passages whose
-id left the file. Nothing proportional to the corpus is held in memory: the file is read twice (validation, then
+file is a no-op, an edited passage (same id, new text) replaces its old version, an unchanged one under a new id is
+relabelled, and ``prune`` removes passages whose id left the file. Document ids are unique in a collection: an id the
+file lists with several texts (ASQA's pool has 214) is stored as ``ID``, ``ID#2``, … in the file's order, so retrieval,
+fusion and citations never mistake one passage for another. Nothing proportional to the corpus is held in memory: the file is read twice (validation, then
 one batch at a time), each batch asks the store which of its passages are stored already, and ``prune`` keeps the
 file's ids in a temporary SQLite file. A killed ingest resumes where it stopped: a re-run skips what is stored.
 One ingest per collection at a time (``Writer.locked``). With ``vectors`` (Parquet ``id, vector`` in the corpus's
@@ -46,6 +48,8 @@ class IngestReport(BaseModel):
     skipped: int
     seconds: float
     updated: int = 0  # of the added: new versions of passages already stored under the same id
+    renamed: int = 0  # passages stored as ID#2, ID#3, …: their id is listed earlier in the file with another text
+    relabelled: int = 0  # stored passages given a new id (nothing re-embedded)
     removed: int = 0  # old versions replaced, and with prune, passages that left the file
     backend: Backend = "torch"  # the encoder the collection is embedded with
     index_seconds: float = 0.0  # of the seconds: building indexes after the load (PostgreSQL's first load)
@@ -53,6 +57,12 @@ class IngestReport(BaseModel):
     @property
     def passages_per_s(self) -> float:
         return self.added / self.seconds if self.seconds and self.added else 0.0
+
+    def summary(self) -> str:
+        """One line for a run's log: what was added, kept, relabelled and renamed."""
+        extra = [f"{self.relabelled} given a new id"] if self.relabelled else []
+        extra += [f"{self.renamed} stored as ID#2, … (an id listed before with another text)"] if self.renamed else []
+        return ", ".join([f"{self.added} added", f"{self.skipped} already stored", *extra])
 
 
 def records(path: Path) -> Iterator[CorpusRecord]:
@@ -141,7 +151,7 @@ def ingest(
     total = count_records(path)
     settings = settings or get_settings()
     writer = open_writer(collection, usable(settings.embeddings), settings)
-    tally: dict[str, Any] = {"added": 0, "skipped": 0, "updated": 0, "removed": 0}
+    tally: dict[str, Any] = {"added": 0, "skipped": 0, "updated": 0, "removed": 0, "renamed": 0, "relabelled": 0}
     bar = None
     if progress:
         from tqdm import tqdm
@@ -156,7 +166,8 @@ def ingest(
                 supplied = _match(next(given, None), batch, Path(vectors)) if given else None
                 if supplied is not None and check_vectors and number == 0:
                     _check_vectors(batch, supplied, writer.backend)
-                _sync(writer, batch, supplied, tally, scratch)
+                batch = scratch.distinct(batch, tally)
+                _sync(writer, batch, supplied, tally)
                 if prune:
                     scratch.add([r.id for r in batch])
                 if bar:
@@ -210,14 +221,14 @@ def _check_vectors(batch: list[CorpusRecord], vectors: np.ndarray, backend: Back
         )
 
 
-def _sync(
-    writer: Writer, batch: list[CorpusRecord], supplied: np.ndarray | None, tally: dict[str, Any], scratch: _Scratch
-) -> None:
-    """Store the batch's new passages, then remove the older versions of their ids (a reader never sees a gap). A
-    version stored earlier in this same run is not older: an id the file lists twice keeps both texts, as a re-run
-    finds them."""
+def _sync(writer: Writer, batch: list[CorpusRecord], supplied: np.ndarray | None, tally: dict[str, Any]) -> None:
+    """Store the batch's new passages, then remove the older versions of their ids (a reader never sees a gap); a
+    stored passage whose id changed is relabelled."""
     unique = {content_id(r.title, r.text): i for i, r in enumerate(batch)}  # duplicates within the batch collapse
-    stored = writer.existing(list(unique))
+    stored = writer.stored_ids(list(unique))
+    moved = {key: batch[i].id for key, i in unique.items() if key in stored and stored[key] != batch[i].id}
+    writer.relabel(moved)
+    tally["relabelled"] += len(moved)
     todo = [(key, i) for key, i in unique.items() if key not in stored]
     tally["skipped"] += len(batch) - len(todo)
     if not todo:
@@ -229,33 +240,48 @@ def _sync(
         else embed([titled_text(r.title, r.text) for r in new], backend=writer.backend)
     )
     older = [(key, doc) for key, doc in writer.versions([r.id for r in new]) if key not in unique]
-    older = [(key, doc) for key, doc in older if key not in scratch.added_now([k for k, _ in older])]
     writer.add([Row(key, r.id, r.title, r.text, r.source, vector) for (key, _), r, vector in zip(todo, new, vectors)])
     writer.delete([key for key, _ in older])
-    scratch.mark_added([key for key, _ in todo])
     tally["added"] += len(todo)
     tally["updated"] += len({doc for _, doc in older})
     tally["removed"] += len(older)
 
 
 class _Scratch:
-    """What one ingest remembers, on disk: the keys it added, and for ``prune`` the file's ids and the keys to
-    remove."""
+    """What one ingest remembers, on disk: the id each (file id, content) got, and for ``prune`` the file's ids and
+    the keys to remove."""
 
     def __init__(self, path: Path):
         self.db = sqlite3.connect(path)
-        for table, column in (("ids", "id"), ("gone", "key"), ("added", "key")):
+        for table, column in (("ids", "id"), ("gone", "key")):
             self.db.execute(f"CREATE TABLE {table} ({column} TEXT PRIMARY KEY) WITHOUT ROWID")
+        self.db.execute("CREATE TABLE names (name TEXT PRIMARY KEY, id TEXT, key TEXT) WITHOUT ROWID")
+        self.db.execute("CREATE INDEX given ON names (id, key)")
 
-    def mark_added(self, keys: list[str]) -> None:
+    def distinct(self, batch: list[CorpusRecord], tally: dict[str, Any]) -> list[CorpusRecord]:
+        """The batch with each record under its id in the collection: the file's id, or for a text that id was
+        already given earlier in the file, the first of ``ID#2``, ``ID#3``, … not yet taken (a repeated record keeps
+        the name it got)."""
+        out = []
         with self.db:
-            self.db.executemany("INSERT OR IGNORE INTO added VALUES (?)", [(k,) for k in keys])
+            for record in batch:
+                key = content_id(record.title, record.text)
+                given = self.db.execute("SELECT name FROM names WHERE id = ? AND key = ?", (record.id, key)).fetchone()
+                name = given[0] if given else self._free(record.id)
+                if not given:
+                    self.db.execute("INSERT INTO names VALUES (?, ?, ?)", (name, record.id, key))
+                if name != record.id:
+                    tally["renamed"] += 1
+                    record = record.model_copy(update={"id": name})
+                out.append(record)
+        return out
 
-    def added_now(self, keys: list[str]) -> set[str]:
-        if not keys:
-            return set()
-        marks = ",".join("?" * len(keys))
-        return {r[0] for r in self.db.execute(f"SELECT key FROM added WHERE key IN ({marks})", keys)}
+    def _free(self, id_: str) -> str:
+        name, copy = id_, 1
+        while self.db.execute("SELECT 1 FROM names WHERE name = ?", (name,)).fetchone():
+            copy += 1
+            name = f"{id_}#{copy}"
+        return name
 
     def add(self, ids: list[str]) -> None:
         with self.db:

@@ -312,8 +312,20 @@ class PostgresStore(Store, Writer):
                 c.execute("SELECT pg_advisory_unlock(hashtext(%s))", (f"ambigqa-ingest-{self.name}",))
                 c.commit()
 
-    def existing(self, keys: list[str]) -> set[str]:
-        return {r[0] for r in self._query("SELECT key FROM {table} WHERE key = ANY(%s)", (keys,))} if keys else set()
+    def stored_ids(self, keys: list[str]) -> dict[str, str]:
+        if not keys:
+            return {}
+        return dict(self._query("SELECT key, doc_id FROM {table} WHERE key = ANY(%s)", (keys,)))
+
+    def relabel(self, ids: dict[str, str]) -> None:
+        if not ids:
+            return
+        update = _sql(
+            "UPDATE {table} r SET doc_id = v.doc_id FROM unnest(%s::text[], %s::text[]) AS v(key, doc_id) "
+            "WHERE r.key = v.key",
+            self.name,
+        )
+        run(self.url, lambda c: c.execute(update, (list(ids), list(ids.values()))))
 
     def versions(self, doc_ids: list[str]) -> list[tuple[str, str]]:
         if not doc_ids:

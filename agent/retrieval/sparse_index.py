@@ -65,6 +65,13 @@ class SparseIndex:
             db.execute("BEGIN")
             db.executemany("DELETE FROM fts WHERE rowid = ?", [(rowid(k),) for k in keys])
 
+    def relabel(self, ids: dict[str, str]) -> None:
+        """New document ids for these content keys."""
+        db = self._connection()
+        with db:
+            db.execute("BEGIN")
+            db.executemany("UPDATE fts SET doc_id = ? WHERE rowid = ?", [(d, rowid(k)) for k, d in ids.items()])
+
     def rebuild(self, pages: Iterator[list[tuple[str, str, str, str]]]) -> None:
         """Replace every row with the collection's, page by page."""
         db = self._connection()

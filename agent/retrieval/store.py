@@ -57,8 +57,9 @@ Neighbours = dict[str, list[tuple["Passage", float]]]  # passage id → (neighbo
 
 
 class Store(ABC):
-    """Search and read one collection; passages come back as ``Passage`` (``id`` is the corpus's document id) with
-    the score of the search that found them. Queries are embedded with the backend that embedded the collection."""
+    """Search and read one collection; passages come back as ``Passage`` (``id`` is the corpus's document id, unique
+    in a collection: ingest stores an id the corpus lists with several texts as ``ID``, ``ID#2``, …) with the score of
+    the search that found them. Queries are embedded with the backend that embedded the collection."""
 
     name: str
     backend: Backend
@@ -125,8 +126,12 @@ class Writer(ABC):
         """Held for a whole ingest: one writer per collection at a time."""
 
     @abstractmethod
-    def existing(self, keys: list[str]) -> set[str]:
-        """Which of these content keys are stored."""
+    def stored_ids(self, keys: list[str]) -> dict[str, str]:
+        """The document id of each of these content keys that is stored."""
+
+    @abstractmethod
+    def relabel(self, ids: dict[str, str]) -> None:
+        """Give these stored content keys new document ids (key → id), nothing re-embedded."""
 
     @abstractmethod
     def versions(self, doc_ids: list[str]) -> list[tuple[str, str]]:

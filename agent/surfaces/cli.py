@@ -223,7 +223,8 @@ def ingest(
     ),
 ) -> None:
     """Sync a corpus into a collection: new passages are embedded and stored, unchanged ones skipped, an edited one
-    (same id, new text) replaces its old version; --prune removes the ones that left the file. Streams the file in
+    (same id, new text) replaces its old version, an id listed again with another text is stored as ID#2, …; --prune
+    removes the ones that left the file. Streams the file in
     batches; an interrupted ingest continues where it stopped when run again."""
     from agent.errors import AgentError
     from agent.retrieval.ingest import ingest as run_ingest
@@ -235,10 +236,16 @@ def ingest(
     except KeyboardInterrupt:
         fail("interrupted; passages stored so far are kept and a re-run continues from there", 130)
     rate = f", {report.passages_per_s:.1f} passages/s" if report.added else ""
+    relabelled = f"{report.relabelled} given a new id, " if report.relabelled else ""
+    renamed = (
+        f"; {report.renamed} passages share an id with an earlier, different text in the file and are stored as ID#2, …"
+        if report.renamed
+        else ""
+    )
     out.print(
         f"{report.collection}: {report.added} added ({report.updated} new versions), {report.removed} removed, "
-        f"{report.skipped} already stored, "
-        f"{report.records} records in {report.seconds:.1f}s{rate}",
+        f"{relabelled}{report.skipped} already stored, "
+        f"{report.records} records in {report.seconds:.1f}s{rate}{renamed}",
         highlight=False,
     )
 
