@@ -1,4 +1,4 @@
-"""Ambiguity-aware retrieval-augmented QA on LangGraph: shared building blocks, ``run``, ``arun``, ``search``, and
+"""Ambiguity-aware retrieval-augmented QA on LangGraph: shared building blocks, ``run``, ``arun``, ``search``, ``lookup`` (passages by id), and
 ``clarify`` / ``resume`` (with ``aclarify`` / ``aresume``) for the router's clarify threads.
 
 Heavy modules load on first use so ``python -m agent --help`` starts fast.
@@ -9,12 +9,12 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from agent.runner import aclarify, aresume, arun, clarify, resume, run, search
+    from agent.runner import aclarify, aresume, arun, clarify, lookup, resume, run, search
     from agent.schemas import RunResult
     from agent.threads import ClarifyResult
 
-__all__ = ["run", "arun", "search", "clarify", "aclarify", "resume", "aresume", "RunResult", "ClarifyResult"]
-RUNNER = __all__[:7]
+__all__ = ["run", "arun", "search", "lookup", "clarify", "aclarify", "resume", "aresume", "RunResult", "ClarifyResult"]
+RUNNER = __all__[:8]
 
 
 def __getattr__(name: str) -> Any:

@@ -13,7 +13,7 @@ from langchain_core.language_models import BaseChatModel
 from langgraph.types import Command
 
 from agent.context import RunContext, make_context
-from agent.errors import ConfigError, InvalidQuestionError
+from agent.errors import CollectionError, ConfigError, InvalidQuestionError
 from agent.llm.factory import model_name, prewarm
 from agent.llm.usage import merge_usage
 from agent.registry import load_graph
@@ -240,6 +240,21 @@ def search(question: str, k: int = 5, collection: str | None = None, **options: 
         raise ConfigError(f"k must be between 1 and 1000, not {k}")
     context = make_context(RunContext, {"collection": collection or "", **options}, strict=True, owner="search")
     return pipeline_search(context.store(), question, k, context.retrieval())
+
+
+def lookup(ids: list[str], collection: str | None = None) -> list[Passage]:
+    """The stored passages with these ids (the ones a result cites), in the order given; an id the collection does
+    not hold is a ``CollectionError`` naming it."""
+    ids = [i.strip() for i in ids if i.strip()]
+    if not ids:
+        raise ConfigError("give at least one passage id, e.g. one a result cites")
+    context = make_context(RunContext, {"collection": collection or ""}, strict=True, owner="lookup")
+    store = context.store()
+    found = store.passages(ids)
+    missing = [i for i in ids if i not in {p.id for p in found}]
+    if missing:
+        raise CollectionError(f"collection '{store.name}' holds no passage with id {', '.join(map(repr, missing))}")
+    return found
 
 
 def _stream(graph: Any, inputs: Any, context: Any, config: dict | None) -> Iterator[tuple[tuple[str, ...], str, Any]]:

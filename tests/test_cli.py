@@ -55,6 +55,22 @@ def test_ingest_reports_added_and_skipped(home, corpus_file):
     assert again.returncode == 0 and "0 added (0 new versions), 0 removed, 6 already stored" in again.stdout
 
 
+def test_passages_shows_cited_ids_whole_and_names_an_unknown_one(home, collection):
+    from tests.conftest import PASSAGES
+
+    shown = cli("passages", "volcano", "hp-us", "-c", collection, "--json", home=home)
+    assert shown.returncode == 0, shown.stderr
+    texts = {p["id"]: p["text"] for p in PASSAGES}
+    assert [(p["id"], p["text"]) for p in json.loads(shown.stdout)] == [
+        ("volcano", texts["volcano"]), ("hp-us", texts["hp-us"])
+    ]  # fmt: skip
+    printed = cli("passages", "bread", "-c", collection, home=home)
+    assert printed.returncode == 0 and "Sourdough" in printed.stdout and "lactobacilli and yeast." in printed.stdout
+    assert_one_line_error(
+        cli("passages", "volcano", "atlantis", "-c", collection, home=home), "holds no passage with id 'atlantis'"
+    )
+
+
 def test_demo_question_end_to_end_as_json_with_progress(tmp_path):
     proc = cli(
         "ask", "When was the first pirates of the caribbean movie released?", "--llm", "fake", "--json", home=tmp_path

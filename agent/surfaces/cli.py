@@ -213,6 +213,26 @@ def retrieve(
 
 
 @app.command()
+def passages(
+    ids: list[str] = typer.Argument(..., help="passage ids, e.g. the ones an answer cites"),
+    collection: str | None = typer.Option(None, "--collection", "-c", help="Chroma collection (default: demo)"),
+    as_json: bool = typer.Option(False, "--json", help="print the passages as JSON on stdout"),
+) -> None:
+    """Show the stored passages with these ids, whole: what a cited id stands for."""
+    from agent.errors import AgentError
+    from agent.runner import lookup
+
+    try:
+        found = lookup(ids, collection=collection)
+    except AgentError as exc:
+        fail(str(exc))
+    if as_json:
+        print(json.dumps([p.model_dump(exclude={"score"}) for p in found], indent=2, ensure_ascii=False))
+        return
+    printing.print_passages(found, whole=True)
+
+
+@app.command()
 def ingest(
     corpus: Path = typer.Argument(..., help="JSONL file, one {id, title, text} passage per line"),
     collection: str = typer.Option(..., "--collection", "-c", help="collection to create or extend"),

@@ -158,11 +158,13 @@ def print_clarified(result: ClarifyResult) -> None:
         out.print(f"  {i}. {escape(printable(d.question))} → [bold]{escape(printable(d.answer))}[/]", highlight=False)
 
 
-def print_passages(passages: list[Passage]) -> None:
-    """Passages best first: title, id and score, then the first 40 words."""
+def print_passages(passages: list[Passage], whole: bool = False) -> None:
+    """Passages in order: title, id and score (where a search gave one), then the first 40 words or ``whole``."""
     for rank, p in enumerate(passages, 1):
-        text = " ".join(p.text.split()[:40]) + (" …" if len(p.text.split()) > 40 else "")
-        out.print(f"{rank:>2}. [bold]{escape(p.title)}[/] [dim]{escape(p.id)} · {p.score:.3f}[/]", highlight=False)
+        words = p.text.split()
+        text = " ".join(words if whole else words[:40]) + ("" if whole or len(words) <= 40 else " …")
+        score = "" if p.score is None else f" · {p.score:.3f}"
+        out.print(f"{rank:>2}. [bold]{escape(p.title)}[/] [dim]{escape(p.id)}{score}[/]", highlight=False)
         out.print(f"    {escape(text)}", highlight=False)
 
 
