@@ -6,6 +6,8 @@ import sys
 
 import anyio
 
+from tests.conftest import PASSAGES
+
 QUESTION = "When did the Harry Potter film come out?"
 
 
@@ -37,11 +39,14 @@ def test_an_mcp_client_lists_the_tools_and_gets_answers_with_structured_content(
         llm = await client.call_tool("ask_rag", {"question": QUESTION, "options": {"llm": "local"}})
         bogus = await client.call_tool("ask_rag", {"question": QUESTION, "options": {"bogus": 1}})
         after = await client.call_tool("ask_closed_book", {"question": QUESTION})
-        return tools, answer, empty, llm, bogus, after
+        cited = sorted({i for d in answer.structured_content["interpretations"] for i in d["passage_ids"]})
+        read = await client.call_tool("read_passages", {"ids": cited})
+        unknown = await client.call_tool("read_passages", {"ids": ["atlantis"]})
+        return tools, answer, empty, llm, bogus, after, read, unknown
 
-    tools, answer, empty, llm, bogus, after = _session(home, collection, calls)
+    tools, answer, empty, llm, bogus, after, read, unknown = _session(home, collection, calls)
     by_name = {t.name: t for t in tools}
-    assert sorted(by_name) == sorted([*(f"ask_{m}" for m in METHODS), "clarify", "resume"])
+    assert sorted(by_name) == sorted([*(f"ask_{m}" for m in METHODS), "clarify", "resume", "read_passages"])
     assert "Cost:" in by_name["ask_diva"].description and "question" in by_name["ask_diva"].input_schema["required"]
     assert not answer.is_error and answer.content[0].text == answer.structured_content["answer"]
     content = answer.structured_content
@@ -51,6 +56,10 @@ def test_an_mcp_client_lists_the_tools_and_gets_answers_with_structured_content(
     assert llm.is_error and "cannot be set per call" in llm.content[0].text
     assert bogus.is_error and "rag has no option bogus" in bogus.content[0].text
     assert not after.is_error and after.content[0].text  # the server stayed up
+    texts = {p["id"]: p["text"] for p in PASSAGES}
+    passages = read.structured_content["passages"]
+    assert not read.is_error and passages and all(p["text"] == texts[p["id"]] for p in passages)
+    assert unknown.is_error and "holds no passage with id 'atlantis'" in unknown.content[0].text
 
 
 def test_an_mcp_client_clarifies_a_question_and_resumes_the_thread_with_a_pick(home, collection):

@@ -1,5 +1,5 @@
-"""``ambigqa mcp``: every method as an MCP tool (``ask_diva``, ...), and the router's clarify threads as ``clarify``
-and ``resume``, over stdio or streamable HTTP on loopback.
+"""``ambigqa mcp``: every method as an MCP tool (``ask_diva``, ...), the router's clarify threads as ``clarify``
+and ``resume``, and ``read_passages`` for the passages a result cites, over stdio or streamable HTTP on loopback.
 
 The operator fixes the LLM and the collection when starting the server; a tool call gives a ``question`` and, where
 useful, a few of the method's options. A result is the answer as text plus structured content: the interpretations
@@ -24,6 +24,7 @@ CLARIFY = (
     "(or, for a clear question, the answer). Then call resume with the numbers the user picks."
 )
 RESUME = "Answer the interpretations the user picked (numbers from clarify's list; none: all) on a clarify thread."
+READ = "Read the collection's passages with these ids whole: the ones an answer's interpretations cite."
 
 
 def result_content(result: Any) -> dict[str, Any]:
@@ -63,6 +64,7 @@ def build_server(llm: str | None = None, collection: str | None = None, methods:
     )
     for method in methods:
         server.add_tool(ask_tool(method, llm, collection), name=f"ask_{method}", description=describe(method))
+    server.add_tool(read_tool(collection), name="read_passages", description=READ)
     if "router" in methods:
         clarify, resume = clarify_tools(llm, collection)
         server.add_tool(clarify, name="clarify", description=CLARIFY)
@@ -109,6 +111,27 @@ def ask_tool(method: str, llm: str | None, collection: str | None) -> Any:
         )
 
     return ask
+
+
+def read_tool(collection: str | None) -> Any:
+    """``read_passages``: ids in, the stored passages out (text, and ``{id, title, text}`` as structured content)."""
+    from mcp_types import CallToolResult, TextContent
+
+    from agent.errors import AgentError
+    from agent.runner import lookup
+
+    async def read_passages(
+        ids: Annotated[list[str], Field(min_length=1, max_length=100, description="passage ids, as a result cites")],
+    ) -> CallToolResult:
+        try:
+            found = lookup(ids, collection=collection)
+        except AgentError as exc:
+            return failed(exc)
+        text = "\n\n".join(f"[{p.id}] {p.full_text}" for p in found)
+        content = {"passages": [p.model_dump(include={"id", "title", "text"}) for p in found]}
+        return CallToolResult(content=[TextContent(type="text", text=text)], structured_content=content)
+
+    return read_passages
 
 
 def clarify_tools(llm: str | None, collection: str | None) -> tuple[Any, Any]:
