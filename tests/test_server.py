@@ -234,3 +234,21 @@ def test_a_request_brings_its_own_passages_and_bad_ones_get_a_422(server):
         payload = {"input": {"question": QUESTION}, "config": {"configurable": {"passages": bad}}}
         r = httpx.post(f"{server}/rag/invoke", json=payload, headers=KEY, timeout=60)
         assert r.status_code == 422 and fragment in r.json()["detail"]
+
+
+def test_passages_returns_the_cited_passages_whole_and_names_an_unknown_id(server):
+    from tests.conftest import PASSAGES
+
+    answer = httpx.post(f"{server}/rag/invoke", json={"input": {"question": QUESTION}}, headers=KEY, timeout=60)
+    cited = [i for d in answer.json()["output"]["disambiguations"] for i in d["passage_ids"]]
+    r = httpx.post(f"{server}/passages", json={"ids": cited}, headers=KEY, timeout=60)
+    assert r.status_code == 200, r.text
+    texts = {p["id"]: p["text"] for p in PASSAGES}
+    assert cited and [(p["id"], p["text"]) for p in r.json()] == [(i, texts[i]) for i in cited]
+    assert "score" not in r.json()[0]
+    unknown = httpx.post(f"{server}/passages", json={"ids": ["hp-us", "atlantis"]}, headers=KEY, timeout=60)
+    assert unknown.status_code == 404 and "'atlantis'" in unknown.json()["detail"]
+    other = httpx.post(f"{server}/passages", json={"ids": ["hp-us"], "collection": "asqa"}, headers=KEY, timeout=60)
+    assert other.status_code == 422 and "not served" in other.json()["detail"]
+    assert httpx.post(f"{server}/passages", json={"ids": []}, headers=KEY, timeout=60).status_code == 422
+    assert httpx.post(f"{server}/passages", json={"ids": ["hp-us"]}, timeout=60).status_code == 401

@@ -1,5 +1,6 @@
 """The LangServe app: a route per graph (invoke, batch, stream, schemas), the clarify threads (``POST /clarify``,
-``POST /clarify/{thread_id}/resume``), /health and /login, behind ``guard.Guard``.
+``POST /clarify/{thread_id}/resume``), ``POST /passages`` (cited ids → passages), /health and /login, behind
+``guard.Guard``.
 
 The operator fixes the LLM (settings) and the collections a request may name (``collections``); per-request options
 are the methods' context fields the policy allows, never the LLM. The guard checks key, body and options before a
@@ -44,6 +45,11 @@ def question_type(max_chars: int) -> type[BaseModel]:
 class ClarifyRequest(BaseModel):
     question: str = Field(description="the (possibly ambiguous) question")
     options: dict[str, Any] = Field(default_factory=dict, description="router options, e.g. {'max_interpretations': 4}")
+
+
+class PassagesRequest(BaseModel):
+    ids: list[str] = Field(min_length=1, max_length=100, description="passage ids, as a result cites them")
+    collection: str | None = Field(default=None, description="a served collection (default: the first)")
 
 
 class ResumeRequest(BaseModel):
@@ -168,6 +174,7 @@ def create_app(
         runnable = GraphRunnable(load_graph(method), ask, policy.settable(method), collections[0])
         add_routes(app, runnable, path=f"/{method}", config_keys=("configurable",))
     _add_clarify_routes(app, collections[0])
+    _add_passages_route(app, collections)
 
     @app.exception_handler(AgentError)
     async def agent_error(_: Request, exc: AgentError) -> JSONResponse:
@@ -178,6 +185,20 @@ def create_app(
         return {"status": "ok", "methods": list(methods), "llm": settings.llm, "collections": list(collections)}
 
     return Guard(app, policy=policy, health=health)
+
+
+def _add_passages_route(app: Any, collections: tuple[str, ...]) -> None:
+    """``POST /passages``: the stored passages with the ids a result cites, whole; no LLM, no graph slot."""
+    from agent.runner import lookup
+    from agent.schemas import Passage
+
+    @app.post("/passages", response_model=list[Passage], response_model_exclude={"__all__": {"score"}})
+    def passages(request: PassagesRequest) -> list[Passage]:
+        """The passages with these ids, in the order given; an id the collection lacks is a 404 naming it."""
+        collection = request.collection or collections[0]
+        if collection not in collections:
+            raise ConfigError(f"collection '{collection}' is not served; served: {', '.join(collections)}")
+        return lookup(request.ids, collection=collection)
 
 
 def _add_clarify_routes(app: Any, default_collection: str) -> None:
