@@ -2,13 +2,14 @@
 
 Passages are stored under a hash of their content with their document id beside it, so re-ingesting an unchanged
 file is a no-op, an edited passage (same id, new text) replaces its old version, an unchanged one under a new id is
-relabelled, and ``prune`` removes passages whose id left the file. Document ids are unique in a collection: an id the
-file lists with several texts (ASQA's pool has 214) is stored as ``ID``, ``ID#2``, … in the file's order, so retrieval,
-fusion and citations never mistake one passage for another. Nothing proportional to the corpus is held in memory: the file is read twice (validation, then
-one batch at a time), each batch asks the store which of its passages are stored already, and ``prune`` keeps the
-file's ids in a temporary SQLite file. A killed ingest resumes where it stopped: a re-run skips what is stored.
-One ingest per collection at a time (``Writer.locked``). With ``vectors`` (Parquet ``id, vector`` in the corpus's
-order, e.g. computed on a GPU elsewhere) nothing is embedded here.
+relabelled, and ``prune`` removes passages whose id left the file. Document ids are unique in a collection: an id
+the file lists with several texts (ASQA's pool has 214) is stored as ``ID``, ``ID#2``, … in the file's order, so
+retrieval, fusion and citations never mistake one passage for another. Nothing proportional to the corpus is held in
+memory: the file is read twice (validation, then one batch at a time), each batch asks the store which of its
+passages are stored already, and ``prune`` keeps the file's ids in a temporary SQLite file. A killed ingest resumes
+where it stopped: a re-run skips what is stored. One ingest per collection at a time (``Writer.locked``). With
+``vectors`` (Parquet ``id, vector`` in the corpus's order, e.g. computed on a GPU elsewhere) nothing is embedded
+here.
 """
 
 from __future__ import annotations
