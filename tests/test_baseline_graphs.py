@@ -494,3 +494,31 @@ def test_a_misnumbered_pair_is_a_reading_where_it_is_new_short_and_held_by_a_pas
         ("4 November 2001", ["hp-premiere"]), ("16 November 2001", ["hp-us"])
     ]  # fmt: skip
     assert "Bloomsbury" not in model.calls[1].user and "DVD" not in model.calls[1].user
+
+
+def test_a_pair_repeated_word_for_word_is_one_reading(collection, scripted):
+    premiere = "When was the world premiere of the film?"
+    extract = (
+        f"DQ 1: {premiere}\nDA 1: 4 November 2001\n"
+        "DQ 2: When was it released in US cinemas?\nDA 2: 16 November 2001\n"
+        f"DQ 3: {premiere}\nDA 3: 4 November 2001.\n"
+        f"DQ 4: {premiere.upper()}\nDA 4: 4 NOVEMBER 2001"
+    )
+    name, model = scripted({"rag_extract": extract, "rag_generate": GENERATE})
+    result = agent.run(QUESTION, llm=name, collection=collection)
+    assert [(d.question, d.answer) for d in result.disambiguations] == [
+        (premiere, "4 November 2001"), ("When was it released in US cinemas?", "16 November 2001")
+    ]  # fmt: skip
+    assert "DQ 3" not in model.calls[1].user  # the answer prompt lists each reading once
+
+
+def test_pairs_that_differ_in_their_answer_all_stay():
+    from agent.schemas import QAPair
+    from agent.steps.rac import distinct_pairs
+
+    last = "Who was the last person executed in Canada?"
+    pairs = [
+        QAPair(question=last, answer=a) for a in ("Arthur Lucas", "Ronald Turpin", "Arthur Lucas and Ronald Turpin")
+    ]
+    other = QAPair(question="Who was hanged with Ronald Turpin?", answer="Arthur Lucas")
+    assert distinct_pairs([*pairs, other, pairs[1]]) == [*pairs, other]

@@ -157,12 +157,22 @@ def _readings(
     """I_e's pairs (with those of ``misnumbered`` DAs that pass its checks) as readings: those that answer
     (``answered``), with the ids of the passages that hold each answer, less those borrowed from the worked examples
     (``unborrowed_pairs``)."""
-    pairs = [*reply.value, *misnumbered(question, reply, passages)]
+    pairs = distinct_pairs([*reply.value, *misnumbered(question, reply, passages)])
     supported = [
         Disambiguation(question=p.question, answer=p.answer, passage_ids=supporting_ids(p.answer, passages))
         for p in answered(pairs)
     ]
     return unborrowed_pairs(supported, demonstration)
+
+
+def distinct_pairs(pairs: list[QAPair]) -> list[QAPair]:
+    """``pairs`` with each (question, answer) once, normalised, in first-seen order: the small model repeats a pair
+    word for word (the same passage sentence as the answer to one question three times). A longer answer that holds a
+    shorter one stays: it may state a second reading ("Winston Churchill and Lord Wavell")."""
+    first: dict[tuple[str, str], QAPair] = {}
+    for pair in pairs:
+        first.setdefault((normalize_answer(pair.question), normalize_answer(pair.answer)), pair)
+    return list(first.values())
 
 
 def misnumbered(question: str, reply: Reply[list[QAPair]], passages: list[Passage]) -> list[QAPair]:
