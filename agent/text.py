@@ -185,10 +185,10 @@ _SAYS = (
     r"(?:(?:\w+ly|also)\s+)?(?:states?|says?|mentions?|indicates?|shows?|notes?|confirms?|explains?|reports?|tells?)"
 )
 _ANSWER_ITSELF = (  # "(Therefore,) the final answer to the question "Who ...?" is" / "The long answer explains that"
-    rf"(?:(?:therefore|so|thus|hence|in\s+(?:summary|conclusion)),?\s+)?the\s+(?:long|short|final)\s+answer"
+    rf"(?:(?:therefore|so|thus|hence|in\s+(?:summary|conclusion)),?\s+)?the\s+(?:long|short|final|correct)\s+answer"
     rf"(?:\s+to\s+(?:the|this)\s+question(?:\s*[\"“][^\"”]*[\"”])?)?"
-    rf"\s+(?:is\s*:?\s*|{_SAYS}(?:\s+that\s+|\s*:\s*|\s+))"
-)
+    rf"\s+(?:is\s*:?\s*(?:that\s+)?|{_SAYS}(?:\s+that\s+|\s*:\s*|\s+))"
+)  # "Therefore, the correct answer to this question is that Paul Newman …" → "Paul Newman …"
 _ATTRIBUTION = re.compile(  # "According to passage [2], X" / "The passage clearly states that X" → "X"
     rf"^(?:(?:according\s+to|as\s+(?:stated|mentioned|shown|noted)\s+in|based\s+on|from|in)\s+{_SOURCES}\s*,\s*"
     rf"(?:it\s+{_SAYS}\s+(?:that\s+)?)?|{_SOURCES}\s+{_SAYS}(?:\s+that\s+|\s*:\s*|\s+)|{_ANSWER_ITSELF})",

@@ -231,3 +231,7 @@ def test_sentences_split_at_list_items_and_not_before_a_lower_case_word():
         "It had 3,559 people in 2010.",
         "No. 5 is its rank.",
     ]
+    assert sentences("Melady died on December 7, 1869 [2]. . It was the last. !") == [
+        "Melady died on December 7, 1869 [2].",
+        "It was the last.",
+    ]  # stray stops are no sentences

@@ -228,6 +228,16 @@ def test_echoed_pairs_give_way_to_the_conclusion_that_follows_them():
         assert statements(f"It premiered in 2001.\n{pairs}\n{lead_in}{conclusion}") == conclusion
         assert statements(f"{pairs}\n{lead_in}{conclusion}") == conclusion
     assert statements(f"It premiered in 2001.\n{pairs}\nIt was a hit.") == "It premiered in 2001."  # no conclusion
+    assert statements("It premiered in 2001 [2]. According to the passages, . It was a hit.") == (
+        "It premiered in 2001 [2]. It was a hit."
+    )  # a lead-in with nothing after it leaves no stray stop
+    assert (
+        statements(
+            "Doc Hudson is voiced by Paul Newman [1]. Therefore, the correct answer to this question is that Paul Newman "
+            "voiced Doc Hudson in Cars."
+        )
+        == "Doc Hudson is voiced by Paul Newman [1]. Paul Newman voiced Doc Hudson in Cars."
+    )
     with pytest.raises(ParseError):
         statements(pairs)
 

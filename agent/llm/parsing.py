@@ -182,7 +182,8 @@ _LOWER_NEXT = re.compile(r"""\s*["'”’]?\s*[a-z]""")  # '"Who won? " can be r
 
 def sentences(text: str) -> list[str]:
     """``text`` split after each sentence end (the same ends as ``whole_sentences``) and at each list item (its
-    marker dropped: "1. ", "- "), each stripped. An end followed by a lower-case word is none."""
+    marker dropped: "1. ", "- "), each stripped; a part without a letter or digit ("." after "… [2]. .") is none.
+    An end followed by a lower-case word is none."""
     parts = []
     for block in _ITEM_MARKER.split(text):
         starts = 0
@@ -191,7 +192,12 @@ def sentences(text: str) -> list[str]:
                 parts.append(block[starts : match.end()].strip())
                 starts = match.end()
         parts.append(block[starts:].strip())
-    return [part for part in parts if part]
+    return [part for part in parts if worded(part)]
+
+
+def worded(text: str) -> bool:
+    """Whether ``text`` holds a letter or digit: a sentence, not stray punctuation."""
+    return any(ch.isalnum() for ch in text)
 
 
 def whole_sentences(text: str) -> str:

@@ -29,6 +29,7 @@ from agent.llm.parsing import (
     sentences,
     strip_label,
     whole_sentences,
+    worded,
 )
 from agent.llm.prompts import estimate_tokens, load_prompt, render
 from agent.retrieval.terms import content_words
@@ -479,7 +480,7 @@ def statements(text: str) -> str:
     answer, *echoed = _PAIR_LINE.split(parse_long_answer(text))
     if echoed and (conclusion := CONCLUSION.search(echoed[-1])):
         answer = echoed[-1][conclusion.end() :]
-    kept = [s for s in map(paired_quotes, map(unnarrated, sentences(answer))) if s]
+    kept = [s for s in map(paired_quotes, map(unnarrated, sentences(answer))) if worded(s)]  # "According to it, ."
     answer = " ".join([*map(_ended, kept[:-1]), *kept[-1:]])
     if not answer:
         raise ParseError("the answer only talks about its sources")
