@@ -238,6 +238,10 @@ def test_echoed_pairs_give_way_to_the_conclusion_that_follows_them():
         )
         == "Doc Hudson is voiced by Paul Newman [1]. Paul Newman voiced Doc Hudson in Cars."
     )
+    listed = "Richard Dormer [2] - played Beric. Iwan Rheon [4] – This answer is wrong. Cast: 2011 - 2019."
+    assert statements(listed) == (
+        "Richard Dormer [2] played Beric. Iwan Rheon [4] – This answer is wrong. Cast: 2011 - 2019."
+    )  # a list item's dash after its citation goes; other dashes stay
     with pytest.raises(ParseError):
         statements(pairs)
 
