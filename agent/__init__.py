@@ -1,5 +1,6 @@
-"""Ambiguity-aware retrieval-augmented QA on LangGraph: shared building blocks, ``run``, ``arun``, ``search``, ``lookup`` (passages by id), and
-``clarify`` / ``resume`` (with ``aclarify`` / ``aresume``) for the router's clarify threads.
+"""Ambiguity-aware retrieval-augmented QA on LangGraph: shared building blocks, ``run``, ``arun``, ``search``,
+``lookup`` (passages by id), and ``clarify`` / ``resume`` (with ``aclarify`` / ``aresume``) for the router's clarify
+threads.
 
 Heavy modules load on first use so ``python -m agent --help`` starts fast.
 """

@@ -251,7 +251,8 @@ def lookup(ids: list[str], collection: str | None = None) -> list[Passage]:
     context = make_context(RunContext, {"collection": collection or ""}, strict=True, owner="lookup")
     store = context.store()
     found = store.passages(ids)
-    missing = [i for i in ids if i not in {p.id for p in found}]
+    held = {p.id for p in found}
+    missing = [i for i in ids if i not in held]
     if missing:
         raise CollectionError(f"collection '{store.name}' holds no passage with id {', '.join(map(repr, missing))}")
     return found
