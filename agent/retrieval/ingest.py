@@ -59,11 +59,18 @@ class IngestReport(BaseModel):
     def passages_per_s(self) -> float:
         return self.added / self.seconds if self.seconds and self.added else 0.0
 
+    def id_changes(self) -> list[str]:
+        """What happened to ids, where anything did: passages relabelled, and texts stored as ``ID#2``, …"""
+        changes = []
+        if self.relabelled:
+            changes.append(f"{self.relabelled} given a new id")
+        if self.renamed:
+            changes.append(f"{self.renamed} stored as ID#2, … (an id listed before with another text)")
+        return changes
+
     def summary(self) -> str:
         """One line for a run's log: what was added, kept, relabelled and renamed."""
-        extra = [f"{self.relabelled} given a new id"] if self.relabelled else []
-        extra += [f"{self.renamed} stored as ID#2, … (an id listed before with another text)"] if self.renamed else []
-        return ", ".join([f"{self.added} added", f"{self.skipped} already stored", *extra])
+        return ", ".join([f"{self.added} added", f"{self.skipped} already stored", *self.id_changes()])
 
 
 def records(path: Path) -> Iterator[CorpusRecord]:

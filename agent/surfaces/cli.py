@@ -256,16 +256,10 @@ def ingest(
     except KeyboardInterrupt:
         fail("interrupted; passages stored so far are kept and a re-run continues from there", 130)
     rate = f", {report.passages_per_s:.1f} passages/s" if report.added else ""
-    relabelled = f"{report.relabelled} given a new id, " if report.relabelled else ""
-    renamed = (
-        f"; {report.renamed} passages share an id with an earlier, different text in the file and are stored as ID#2, …"
-        if report.renamed
-        else ""
-    )
+    changes = "".join(f"; {change}" for change in report.id_changes())
     out.print(
         f"{report.collection}: {report.added} added ({report.updated} new versions), {report.removed} removed, "
-        f"{relabelled}{report.skipped} already stored, "
-        f"{report.records} records in {report.seconds:.1f}s{rate}{renamed}",
+        f"{report.skipped} already stored, {report.records} records in {report.seconds:.1f}s{rate}{changes}",
         highlight=False,
     )
 
