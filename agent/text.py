@@ -190,13 +190,15 @@ _ANSWER_ITSELF = (  # "(Therefore,) the final answer to the question "Who ...?" 
     rf"\s+(?:is\s*:?\s*(?:that\s+)?|{_SAYS}(?:\s+that\s+|\s*:\s*|\s+))"
 )  # "Therefore, the correct answer to this question is that Paul Newman …" → "Paul Newman …"
 _ATTRIBUTION = re.compile(  # "According to passage [2], X" / "The passage clearly states that X" → "X"
-    rf"^(?:(?:according\s+to|as\s+(?:stated|mentioned|shown|noted)\s+in|based\s+on|from|in)\s+{_SOURCES}\s*,\s*"
+    rf"^(?P<heading>[^:.!?\"“\[\]]{{1,40}}:\s+)?"  # a list item's label stays: "As a specific date: The passage …"
+    rf"(?:(?:according\s+to|as\s+(?:stated|mentioned|shown|noted)\s+in|based\s+on|from|in)\s+{_SOURCES}\s*,\s*"
     rf"(?:it\s+{_SAYS}\s+(?:that\s+)?)?|{_SOURCES}\s+{_SAYS}(?:\s+that\s+|\s*:\s*|\s+)|{_ANSWER_ITSELF})",
     re.IGNORECASE,
 )
 CONCLUSION = re.compile(rf"(?:^|(?<=[\n.!?]))\s*(?={_ANSWER_ITSELF})", re.IGNORECASE)  # where a conclusion begins
-_TRAILING_ATTRIBUTION = re.compile(  # "X, as evidenced by the passage [1]." → "X."
-    rf",?\s+(?:(?:as\s+)?(?:evidenced|stated|mentioned|shown|noted|seen|supported)\s+(?:by|in)|according\s+to)"
+_TRAILING_ATTRIBUTION = re.compile(  # "X, as evidenced by the passage [1]." / "X, which is supported by DA 4." → "X."
+    rf",?\s+(?:which\s+(?:is|was|are|were)\s+(?:\w+ly\s+)?)?"
+    rf"(?:(?:as\s+)?(?:evidenced|stated|mentioned|shown|noted|seen|supported|confirmed)\s+(?:by|in|as)|according\s+to)"
     rf"\s+{_SOURCES}(?=\s*[.!?]?$)",
     re.IGNORECASE,
 )
@@ -206,10 +208,16 @@ def unnarrated(sentence: str) -> str:
     """``sentence`` without a lead-in or a tail that attributes it to the sources ("According to passage [2], ...",
     "The passage clearly states that ...", "..., as evidenced by passage [1].", "According to DQ 1, ...", "(DA 1)");
     '' when what is left still talks about them ("This is evident from the passage")."""
-    stripped = _TRAILING_ATTRIBUTION.sub("", _ATTRIBUTION.sub("", _PAIR_REFERENCE.sub("", sentence), count=1), count=1)
-    if stripped[:1] != sentence[:1]:
-        stripped = stripped[:1].upper() + stripped[1:]
+    stripped = _TRAILING_ATTRIBUTION.sub("", _lead_in_dropped(_PAIR_REFERENCE.sub("", sentence)), count=1)
     return "" if mentions_sources(stripped) else stripped
+
+
+def _lead_in_dropped(sentence: str) -> str:
+    """``sentence`` less its ``_ATTRIBUTION`` lead-in (a list item's label before it stays), the rest capitalised."""
+    if not (lead_in := _ATTRIBUTION.match(sentence)):
+        return sentence
+    rest = sentence[lead_in.end() :]
+    return (lead_in["heading"] or "") + rest[:1].upper() + rest[1:]
 
 
 _NAME_OR_NUMBER = re.compile(r"(?<![.!?]\s)(?<![\n\"“])(?<!^)\b[A-Z][\w'’-]*|\b\d[\d,]*")  # no sentence's first word
@@ -383,22 +391,33 @@ def leading_clauses(sentence: str) -> list[str]:
 
 
 # A sentence about the question instead of the world: the small model echoing VerDICt's "explain how the question can
-# be read" ("The question "…" can be read as asking about the founding date of the school.").
+# be read" ("The question "…" can be read as asking about the founding date of the school."), or judging the readings.
 _QUESTION_TALK = re.compile(
     r"^(?:the\s+question\b[^.]*?\b(?:can|could|may|might)\s+be\s+(?:read|interpreted|understood|answered)\b"
     r"|the\s+question\s+(?:asks|is\s+asking)\b"
-    r"|this\s+is\s+the\s+only\s+answer\s+that\s+(?:\w+\s+)?addresses\s+the\s+question\b)",
+    r"|this\s+is\s+the\s+only\s+answer\s+that\s+(?:\w+\s+)?addresses\s+the\s+question\b"
+    r"|(?:the\s+|all\s+(?:the\s+)?)?(?:other|remaining)\s+(?:answers?|options?|choices?)\s+"  # grading the readings
+    r"(?:are|is|were|was|do|does|may|might|could|seem|refer)\b)",
     re.IGNORECASE,
 )
 
 
 def without_question_talk(text: str, answers: Sequence[str]) -> str:
     """``text`` less the sentences that talk about the question ("The question … can be read as asking about …",
-    "This is the only answer that directly addresses the question …") and state none of ``answers``; '' when every
-    sentence does."""
-    return " ".join(
-        s for s in sentences(text) if not _QUESTION_TALK.match(s) or any(contains_answer(s, a) for a in answers)
-    )
+    "This is the only answer that directly addresses the question …") or grade the other readings ("The other answers
+    are either incorrect or not relevant …") and state none of ``answers``; '' when every sentence does. Such a
+    sentence that introduces a list ("… can be read in two ways: As a date: It was sold in 1976.", the list items
+    joined to it) loses only its introduction."""
+    kept = []
+    for sentence in sentences(text):
+        while (talk := _QUESTION_TALK.match(sentence)) and (introduced := _INTRODUCED.search(sentence, talk.end())):
+            sentence = sentence[introduced.end() :]
+        if not _QUESTION_TALK.match(sentence) or any(contains_answer(sentence, a) for a in answers):
+            kept.append(sentence)
+    return " ".join(kept)
+
+
+_INTRODUCED = re.compile(r":\s+(?=[A-Z])")  # "… in two ways: As a specific date …": what the colon introduces
 
 
 def narrates(text: str, sources: Sequence[str]) -> bool:

@@ -181,7 +181,12 @@ def test_a_demonstration_passage_cut_short_keeps_the_stretch_with_its_answer():
      ("Therefore, the final answer is: Richard Dormer plays him.", "Richard Dormer plays him."),
      ("Cesare Barbetti voiced him too, but this is not the final answer to the question.", ""),
      ("According to DQ 1, Tim Martin is associated with football (DA 1).", "Tim Martin is associated with football."),
-     ("DQ 2 asks about the film.", "")],
+     ("DQ 2 asks about the film.", ""),
+     ("It was first sold on July 1976, which is supported by DA 4.", "It was first sold on July 1976."),
+     ("It was first sold on July 1976, which is clearly stated as DA 4.", "It was first sold on July 1976."),
+     ("As a specific date: The passage states that it was first sold on July 1976.",
+      "As a specific date: It was first sold on July 1976."),
+     ("As a specific date: it is the date given in the passage.", "")],
 )  # fmt: skip
 def test_a_lead_in_that_credits_the_sources_is_dropped_and_the_fact_kept(sentence, kept):
     from agent.text import unnarrated
@@ -361,6 +366,14 @@ def test_a_sentence_about_how_the_question_can_be_read_goes_unless_it_states_a_r
     assert without_question_talk(asks, ["boys"]) == ""  # every sentence talks about the question: the caller keeps it
     stating = 'The question "Who is the father of Junjun?" can be read as asking for his father, Hilario Davide Jr.'
     assert without_question_talk(stating, ["Hilario Davide Jr."]) == stating  # it states a reading: kept
+    grading = "The other answers are either incorrect or not relevant to the specific question asked."
+    assert without_question_talk(f"{fact} {grading}", ["1867"]) == fact
+    others = "The other answers are 1862 and 1867, the dates of its plans."
+    assert without_question_talk(others, ["1867"]) == others  # it states a reading: kept
+    listing = 'The question "When were PCs first sold?" can be read in two ways: As a date: They were sold in 1976.'
+    assert without_question_talk(listing, ["1976"]) == "As a date: They were sold in 1976."
+    titled = 'The question "Harry Potter: When was it out?" can be read as asking about the film of 2001.'
+    assert without_question_talk(f"{titled} {fact}", ["2001"]) == f"{titled} {fact}"  # the title's colon is no list
     about_a_question = "The question of the succession was settled in 1701. It could be read as a compromise."
     assert without_question_talk(about_a_question, ["1701"]) == about_a_question  # a fact about a question stays
 
