@@ -151,8 +151,11 @@ def printable(text: str) -> str:
 # An answer states facts; it does not tell the reader where they came from ("the passage retrieved for the question
 # states ...", "from the disambiguation question ..."), nor quote its sources at length.
 _SOURCE_TALK = re.compile(
-    r"\b(passages?|contexts?|disambiguat\w*|retrieved|(?:long|short|final)\s+answers?|D[QA]\s?\d+)\b", re.IGNORECASE
-)  # "the final answer to the question ..." talks about the answer, not the world
+    r"\b(passages?|contexts?|disambiguat\w*|retrieved|(?:long|short|final)\s+answers?|D[QA]\s?\d+"
+    r"|(?:does|do|did)\s+not\s+(?:provide|give|contain)\s+(?:any\s+)?information)\b",
+    re.IGNORECASE,
+)  # "the final answer to the question ..." talks about the answer, and "it does not provide any information" about
+# its source, not the world
 COPY_LIMIT = 15  # consecutive words shared with one source passage that count as quoting it
 
 
@@ -184,21 +187,29 @@ _PAIR_REFERENCE = re.compile(r"\s*\((?:D[QA]\s?\d+[,;]?\s*)+\)")  # "football (D
 _SAYS = (
     r"(?:(?:\w+ly|also)\s+)?(?:states?|says?|mentions?|indicates?|shows?|notes?|confirms?|explains?|reports?|tells?)"
 )
+_QUOTED = r"[\"“][^\"”]*[\"”]"
 _ANSWER_ITSELF = (  # "(Therefore,) the final answer to the question "Who ...?" is" / "The long answer explains that"
-    rf"(?:(?:therefore|so|thus|hence|in\s+(?:summary|conclusion)),?\s+)?the\s+(?:long|short|final|correct)\s+answer"
-    rf"(?:\s+to\s+(?:the|this)\s+question(?:\s*[\"“][^\"”]*[\"”])?)?"
+    rf"(?:(?:therefore|so|thus|hence|in\s+(?:summary|conclusion)),?\s+)?the\s+(?:long|short|final|correct)\s+"
+    rf"answer(?:\s+to\s+(?:(?:the|this)\s+question(?:\s*{_QUOTED})?|{_QUOTED}))?"
     rf"\s+(?:is\s*:?\s*(?:that\s+)?|{_SAYS}(?:\s+that\s+|\s*:\s*|\s+))"
 )  # "Therefore, the correct answer to this question is that Paul Newman …" → "Paul Newman …"
+_WE_SEE = (  # "Based on this information, we can see that X" → "X"
+    r"(?:we\s+can\s+(?:see|say|conclude|infer)|it\s+(?:is|can\s+be)\s+(?:clear|seen|concluded|inferred))\s+that\s+"
+)
 _ATTRIBUTION = re.compile(  # "According to passage [2], X" / "The passage clearly states that X" → "X"
     rf"^(?P<heading>[^:.!?\"“\[\]]{{1,40}}:\s+)?"  # a list item's label stays: "As a specific date: The passage …"
     rf"(?:(?:according\s+to|as\s+(?:stated|mentioned|shown|noted)\s+in|based\s+on|from|in)\s+{_SOURCES}\s*,\s*"
-    rf"(?:it\s+{_SAYS}\s+(?:that\s+)?)?|{_SOURCES}\s+{_SAYS}(?:\s+that\s+|\s*:\s*|\s+)|{_ANSWER_ITSELF})",
+    rf"(?:it\s+{_SAYS}\s+(?:that\s+)?|{_WE_SEE})?|{_SOURCES}\s+{_SAYS}(?:\s+that\s+|\s*:\s*|\s+)|{_ANSWER_ITSELF}"
+    rf"|it\s+(?:also\s+)?(?:states|says|mentions|notes)(?:\s+that\s+|\s*:\s*)"  # "It states that X": the passage
+    rf"|based\s+on\s+(?:this|that|these|the|all\s+(?:this|the))\s+(?:information|evidence|facts?|details?)\s*,\s*"
+    rf"(?:{_WE_SEE})?)",
     re.IGNORECASE,
 )
 CONCLUSION = re.compile(rf"(?:^|(?<=[\n.!?]))\s*(?={_ANSWER_ITSELF})", re.IGNORECASE)  # where a conclusion begins
 _TRAILING_ATTRIBUTION = re.compile(  # "X, as evidenced by the passage [1]." / "X, which is supported by DA 4." → "X."
     rf",?\s+(?:which\s+(?:is|was|are|were)\s+(?:\w+ly\s+)?)?"
-    rf"(?:(?:as\s+)?(?:evidenced|stated|mentioned|shown|noted|seen|supported|confirmed)\s+(?:by|in|as)|according\s+to)"
+    rf"(?:(?:as\s+)?(?:evidenced|stated|mentioned|shown|noted|seen|supported|confirmed|provided|given)\s+(?:by|in|as)"
+    rf"|according\s+to)"
     rf"\s+{_SOURCES}(?=\s*[.!?]?$)",
     re.IGNORECASE,
 )
@@ -395,7 +406,10 @@ def leading_clauses(sentence: str) -> list[str]:
 _QUESTION_TALK = re.compile(
     r"^(?:the\s+question\b[^.]*?\b(?:can|could|may|might)\s+be\s+(?:read|interpreted|understood|answered)\b"
     r"|the\s+question\s+(?:asks|is\s+asking)\b"
+    r"|there\s+are\s+(?:\w+\s+){0,2}(?:versions|readings|interpretations)\s+of\s+(?:this|the)\s+question\b"
+    r"|the\s+(?:first|second|third|fourth|other)\s+(?:version|reading|interpretation)\s+(?:asks|is\s+asking)\b"
     r"|this\s+is\s+the\s+only\s+answer\s+that\s+(?:\w+\s+)?addresses\s+the\s+question\b"
+    r"|this\s+(?:\w+ly\s+)?(?:answers|addresses)\s+the\s+question\b"
     r"|(?:the\s+|all\s+(?:the\s+)?)?(?:other|remaining)\s+(?:answers?|options?|choices?)\s+"  # grading the readings
     r"(?:are|is|were|was|do|does|may|might|could|seem|refer)\b)",
     re.IGNORECASE,

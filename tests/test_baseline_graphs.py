@@ -108,7 +108,8 @@ def test_graphs_export_the_shared_contract():
 def test_arun_answers_concurrent_questions_on_one_event_loop(collection, scripted):
     import asyncio
 
-    name, model = scripted({"rag_extract": "DQ 1: When?\nDA 1: 2001", "rag_generate": GENERATE}, latency=0.2)
+    # each call takes 1 s, longer than a busy machine takes to retrieve for the next question, so the calls overlap
+    name, model = scripted({"rag_extract": "DQ 1: When?\nDA 1: 2001", "rag_generate": GENERATE}, latency=1.0)
     nodes = []
 
     async def main():

@@ -107,6 +107,8 @@ def test_ambiguity_types_and_reason():
         ("J. K. Rowling wrote it. The film premiered in the U.S. on", "J. K. Rowling wrote it."),
         ('He said "yes." Then he', 'He said "yes."'),
         ("Born in St. Louis, he", "Born in St. Louis, he"),  # no whole sentence: left as it is
+        ('Both were drafted in 2017. So the answer to "Who was first? " is either Alex Smith or Mitchell Tr',
+         "Both were drafted in 2017."),  # a quoted question is no end when the sentence goes on
     ],
 )  # fmt: skip
 def test_a_cut_answer_keeps_its_whole_sentences(cut, kept):
@@ -235,3 +237,4 @@ def test_sentences_split_at_list_items_and_not_before_a_lower_case_word():
         "Melady died on December 7, 1869 [2].",
         "It was the last.",
     ]  # stray stops are no sentences
+    assert sentences("It was the last. [14]. It ended.") == ["It was the last. [14].", "It ended."]

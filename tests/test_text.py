@@ -186,7 +186,17 @@ def test_a_demonstration_passage_cut_short_keeps_the_stretch_with_its_answer():
      ("It was first sold on July 1976, which is clearly stated as DA 4.", "It was first sold on July 1976."),
      ("As a specific date: The passage states that it was first sold on July 1976.",
       "As a specific date: It was first sold on July 1976."),
-     ("As a specific date: it is the date given in the passage.", "")],
+     ("As a specific date: the passage gives no date.", ""),
+     ('So the final answer to "Who played Flash Gordon? " is that Eric Johnson did [1].', "Eric Johnson did [1]."),
+     ('Therefore, the answer to "Who played Flash Gordon? " is Eric Johnson [1].',
+      'Therefore, the answer to "Who played Flash Gordon? " is Eric Johnson [1].'),  # a bare name would say less
+     ("Based on this information, we can see that both were drafted in 2017.", "Both were drafted in 2017."),
+     ("Based on the passages, we can conclude that it opened in 1967.", "It opened in 1967."),
+     ("The answer lies in the 1967 season.", "The answer lies in the 1967 season."),
+     ("It states that Australia won a total of 37 medals.", "Australia won a total of 37 medals."),
+     ("It tells the story of a boy.", "It tells the story of a boy."),
+     ("However, it does not provide any information about the 2000 Olympics.", ""),
+     ("Therefore, the correct answer is 37 medals, as provided by the passage [13].", "37 medals.")],
 )  # fmt: skip
 def test_a_lead_in_that_credits_the_sources_is_dropped_and_the_fact_kept(sentence, kept):
     from agent.text import unnarrated
@@ -247,6 +257,13 @@ def test_echoed_pairs_give_way_to_the_conclusion_that_follows_them():
     assert statements(listed) == (
         "Richard Dormer [2] played Beric. Iwan Rheon [4] – This answer is wrong. Cast: 2011 - 2019."
     )  # a list item's dash after its citation goes; other dashes stay
+    assert statements("It makes sperm. [8] The egg is met by a sperm cell. [15] [16]. It works.") == (
+        "It makes sperm [8]. The egg is met by a sperm cell [15] [16]. It works."
+    )  # a citation after the stop goes before it
+    items = "1. When did Owen Hunt come?\n   - Answer: Season five [1]\n   - Passage: [1] states that he came."
+    assert statements(items) == "When did Owen Hunt come? Season five [1]"  # an item's label goes
+    left = "[14]. The fourth disambiguation asks about 2016. [14]. Therefore, it is on January 6 [1]."
+    assert statements(left) == "Therefore, it is on January 6 [1]."  # a citation alone is no sentence
     with pytest.raises(ParseError):
         statements(pairs)
 
@@ -366,6 +383,13 @@ def test_a_sentence_about_how_the_question_can_be_read_goes_unless_it_states_a_r
     assert without_question_talk(asks, ["boys"]) == ""  # every sentence talks about the question: the caller keeps it
     stating = 'The question "Who is the father of Junjun?" can be read as asking for his father, Hilario Davide Jr.'
     assert without_question_talk(stating, ["Hilario Davide Jr."]) == stating  # it states a reading: kept
+    versions = (
+        "There are two main versions of this question, which differ by the league. The first version asks for the "
+        "men's league, while the second version asks for the women's league."
+    )
+    assert without_question_talk(f"{versions} {fact}", ["1867"]) == fact
+    direct = 'This directly answers the question "How many medals did Australia win?"'
+    assert without_question_talk(f"{fact} {direct}", ["1867"]) == fact
     grading = "The other answers are either incorrect or not relevant to the specific question asked."
     assert without_question_talk(f"{fact} {grading}", ["1867"]) == fact
     others = "The other answers are 1862 and 1867, the dates of its plans."

@@ -171,8 +171,9 @@ def parse_long_answer(text: str) -> str:
 
 
 # a sentence ends at . ! or ? (then an optional closing quote or bracket, a closing quote set apart by a space, and a
-# citation like [3]) before a space or the end; not after an initial ("J. K.") or a common abbreviation ("St. Louis")
-_SENTENCE_END = re.compile(r"""[.!?]["'”’)\]]*(?:\s+["”](?=\s|$))?(?:\s*\[\d+\])*(?=\s|$)""")
+# citation like [3], with a stop of its own: "sperm. [8].") before a space or the end; not after an initial ("J. K.")
+# or a common abbreviation ("St. Louis")
+_SENTENCE_END = re.compile(r"""[.!?]["'”’)\]]*(?:\s+["”](?=\s|$))?(?:\s*\[\d+\])*(?:(?<=\])[.!?])?(?=\s|$)""")
 _NOT_AN_END = re.compile(r"(?:\b[A-Z]|\b(?:Mr|Mrs|Ms|Dr|St|Jr|Sr|vs|No|Mt|Ft|U\.S|U\.K|Inc|Co|Ltd))\.$")
 
 
@@ -196,15 +197,24 @@ def sentences(text: str) -> list[str]:
 
 
 def worded(text: str) -> bool:
-    """Whether ``text`` holds a letter or digit: a sentence, not stray punctuation."""
-    return any(ch.isalnum() for ch in text)
+    """Whether ``text`` holds a letter or digit outside citation marks: a sentence, not stray punctuation nor a
+    citation left behind by a sentence that went ("[14].")."""
+    return any(ch.isalnum() for ch in _CITATION_MARK.sub("", text))
+
+
+_CITATION_MARK = re.compile(r"\[\d+(?:\s*[,;]\s*\d+)*\]")  # "[3]", "[1, 4]"
 
 
 def whole_sentences(text: str) -> str:
     """A reply cut at its token cap, up to the end of its last whole sentence (unchanged if it has none): a long
-    answer should not stop mid-word."""
+    answer should not stop mid-word. Ends are those of ``sentences``: a quoted question that a lower-case word
+    carries on ('the answer to "Who was first? " is either') ends none."""
     text = text.rstrip()
-    ends = [m.end() for m in _SENTENCE_END.finditer(text) if not _NOT_AN_END.search(text[: m.start() + 1])]
+    ends = [
+        m.end()
+        for m in _SENTENCE_END.finditer(text)
+        if not _NOT_AN_END.search(text[: m.start() + 1]) and not _LOWER_NEXT.match(text, m.end())
+    ]
     return text[: ends[-1]] if ends else text
 
 

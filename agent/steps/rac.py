@@ -476,12 +476,17 @@ _PAIR_LINE = re.compile(r"(?:^|\s)D[QA] ?\d+:")  # the model carrying on in the 
 def statements(text: str) -> str:
     """A long answer up to any DQ/DA lines (or, where echoed pairs are followed by a conclusion, "Therefore, the final
     answer is: …", that conclusion), its sentences freed of lead-ins that attribute them to the sources and of the dash
-    of a list item after a citation, and without those that still talk about sources or hold no word; a
-    ``ParseError`` when nothing else is left."""
+    of a list item after a citation and of an item's "Answer:" label, their citations before their stop, and without
+    those that still talk about sources or hold no word (a citation is none); a ``ParseError`` when nothing else is
+    left."""
     answer, *echoed = _PAIR_LINE.split(parse_long_answer(text))
     if echoed and (conclusion := CONCLUSION.search(echoed[-1])):
         answer = echoed[-1][conclusion.end() :]
-    kept = [_CITED_DASH.sub(r"\1 ", s) for s in map(paired_quotes, map(unnarrated, sentences(answer))) if worded(s)]
+    kept = [
+        _CITED_AFTER_STOP.sub(r"\2\1", _CITED_DASH.sub(r"\1 ", s))
+        for s in map(paired_quotes, map(unnarrated, map(strip_label, sentences(answer))))
+        if worded(s)
+    ]
     answer = " ".join([*map(_ended, kept[:-1]), *kept[-1:]])
     if not answer:
         raise ParseError("the answer only talks about its sources")
@@ -489,6 +494,7 @@ def statements(text: str) -> str:
 
 
 _CITED_DASH = re.compile(r"(\[\d+\])\s+[-–—]\s+(?=[a-z])")  # "Richard Dormer [2] - played …" → "… [2] played …"
+_CITED_AFTER_STOP = re.compile(r"([.!?])((?:\s*\[\d+\])+)[.!?]?$")  # "… deposit sperm. [8]." → "… sperm [8]."
 _SPACED_CLOSE = re.compile(r"""([.!?])\s+(["”])$""")  # 'It includes songs. "': a closing quote set apart
 
 
