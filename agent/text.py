@@ -217,10 +217,15 @@ _TRAILING_ATTRIBUTION = re.compile(  # "X, as evidenced by the passage [1]." / "
 
 def unnarrated(sentence: str) -> str:
     """``sentence`` without a lead-in or a tail that attributes it to the sources ("According to passage [2], ...",
-    "The passage clearly states that ...", "..., as evidenced by passage [1].", "According to DQ 1, ...", "(DA 1)");
-    '' when what is left still talks about them ("This is evident from the passage")."""
-    stripped = _TRAILING_ATTRIBUTION.sub("", _lead_in_dropped(_PAIR_REFERENCE.sub("", sentence)), count=1)
+    "The passage clearly states that ...", "..., as evidenced by passage [1]." (its citation stays), "According to DQ
+    1, ...", "(DA 1)"); '' when what is left still talks about them ("This is evident from the passage")."""
+    stripped = _TRAILING_ATTRIBUTION.sub(_its_citations, _lead_in_dropped(_PAIR_REFERENCE.sub("", sentence)), count=1)
     return "" if mentions_sources(stripped) else stripped
+
+
+def _its_citations(tail: re.Match[str]) -> str:
+    """What stays of a trailing attribution: its citation marks (", as evidenced by the passage [1]" → " [1]")."""
+    return "".join(f" {mark.strip()}" for mark in _CITATION.findall(tail[0]))
 
 
 def _lead_in_dropped(sentence: str) -> str:

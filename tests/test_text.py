@@ -173,7 +173,7 @@ def test_a_demonstration_passage_cut_short_keeps_the_stretch_with_its_answer():
      ("This can be determined from the passage [1], which states: it is in Natchitoches.", ""),
      ("The passage [1] states that Doak is linked to soccer, while passage [2] mentions football.", ""),
      ("In passage [2], it states that he debuted in 2008.", "He debuted in 2008."),
-     ("The courthouse was built in 1902, as evidenced by the passage [1].", "The courthouse was built in 1902."),
+     ("The courthouse was built in 1902, as evidenced by the passage [1].", "The courthouse was built in 1902 [1]."),
      ("The first passage states: the city had 3,559 people in 2010.", "The city had 3,559 people in 2010."),
      ("The ride opened at Disneyland in 1967 [1].", "The ride opened at Disneyland in 1967 [1]."),
      ('The final answer to the question "Who plays Lord Beric?" is Richard Dormer.', "Richard Dormer."),
@@ -196,7 +196,8 @@ def test_a_demonstration_passage_cut_short_keeps_the_stretch_with_its_answer():
      ("It states that Australia won a total of 37 medals.", "Australia won a total of 37 medals."),
      ("It tells the story of a boy.", "It tells the story of a boy."),
      ("However, it does not provide any information about the 2000 Olympics.", ""),
-     ("Therefore, the correct answer is 37 medals, as provided by the passage [13].", "37 medals.")],
+     ("Therefore, the correct answer is 37 medals, as provided by the passage [13].", "37 medals [13]."),
+     ("It was sold in 1976, as stated in the passage.", "It was sold in 1976.")],
 )  # fmt: skip
 def test_a_lead_in_that_credits_the_sources_is_dropped_and_the_fact_kept(sentence, kept):
     from agent.text import unnarrated
