@@ -7,7 +7,7 @@ import string
 import unicodedata
 from collections.abc import Callable, Sequence
 
-from agent.llm.parsing import sentences
+from agent.llm.parsing import CITATION_MARK, sentences
 from agent.retrieval.terms import STOP_WORDS
 from agent.schemas import Passage, QAPair
 from agent.settings import get_settings
@@ -225,7 +225,7 @@ def unnarrated(sentence: str) -> str:
 
 def _its_citations(tail: re.Match[str]) -> str:
     """What stays of a trailing attribution: its citation marks (", as evidenced by the passage [1]" → " [1]")."""
-    return "".join(f" {mark.strip()}" for mark in _CITATION.findall(tail[0]))
+    return "".join(f" {mark}" for mark in CITATION_MARK.findall(tail[0]))
 
 
 def _lead_in_dropped(sentence: str) -> str:
@@ -237,7 +237,7 @@ def _lead_in_dropped(sentence: str) -> str:
 
 
 _NAME_OR_NUMBER = re.compile(r"(?<![.!?]\s)(?<![\n\"“])(?<!^)\b[A-Z][\w'’-]*|\b\d[\d,]*")  # no sentence's first word
-_CITATION = re.compile(r"\s*\[\d+(?:\s*[,;]\s*\d+)*\]")  # "[3]", "[1, 4]"
+_CITATION = re.compile(rf"\s*{CITATION_MARK.pattern}")  # " [3]", " [1, 4]"
 
 
 def without_citations(text: str) -> str:

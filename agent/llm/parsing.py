@@ -199,10 +199,10 @@ def sentences(text: str) -> list[str]:
 def worded(text: str) -> bool:
     """Whether ``text`` holds a letter or digit outside citation marks: a sentence, not stray punctuation nor a
     citation left behind by a sentence that went ("[14].")."""
-    return any(ch.isalnum() for ch in _CITATION_MARK.sub("", text))
+    return any(ch.isalnum() for ch in CITATION_MARK.sub("", text))
 
 
-_CITATION_MARK = re.compile(r"\[\d+(?:\s*[,;]\s*\d+)*\]")  # "[3]", "[1, 4]"
+CITATION_MARK = re.compile(r"\[\d+(?:\s*[,;]\s*\d+)*\]")  # "[3]", "[1, 4]"
 
 
 def whole_sentences(text: str) -> str:
