@@ -58,5 +58,9 @@ class ConfigError(AgentError, ValueError):
     """A setting or per-run option has an invalid value."""
 
 
+class ReplayError(AgentError):
+    """A stored run cannot be replayed from the node asked for (it never reached it)."""
+
+
 class UnknownThreadError(AgentError, LookupError):
     """No clarify thread of that id waits for a choice: never started, or already answered."""

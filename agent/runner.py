@@ -7,7 +7,7 @@ import asyncio
 import contextvars
 import time
 from collections.abc import Callable, Iterator
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from langchain_core.language_models import BaseChatModel
 from langgraph.types import Command
@@ -22,6 +22,9 @@ from agent.schemas import Passage, RunResult
 from agent.settings import get_settings
 from agent.text import printable
 from agent.threads import ClarifyResult, Thread, Threads, open_threads
+
+if TYPE_CHECKING:
+    from agent.eval.checkpoints import RunCheckpoint
 
 CONTRACT = {"question", "answer", "disambiguations", "passages", "retrieved", "usage"}
 
@@ -112,6 +115,7 @@ def run(
     *,
     on_node: NodeCallback | None = None,
     callbacks: Any = None,
+    checkpoint: RunCheckpoint | None = None,
     **options: Any,
 ) -> RunResult:
     """Answer ``question`` with ``method``; ``options`` override the method's context fields (e.g. ``top_k=10``); an
@@ -122,14 +126,19 @@ def run(
     The result holds exactly the graph's output schema: the shared contract, and the method's own fields in ``extra``.
     ``on_node(node, update, seconds)`` is called as each node finishes (live progress, subgraph nodes included);
     ``callbacks`` (a caller's LangChain callbacks, e.g. a tool's) make the run nest under the caller's trace.
+    ``checkpoint`` (``agent.eval.checkpoints``) keeps every step's state on a thread, or replays a stored run from one
+    node on: the nodes before it are not run again, and the result's usage counts their stored calls too.
     """
     question = validate_question(question)
     graph = load_graph(method)
+    inputs: Any = {"question": question}
+    config: dict[str, Any] = {"callbacks": callbacks} if callbacks else {}
+    if checkpoint:
+        graph, inputs, config = checkpoint.start(graph, inputs, config)
     with model_name(llm) as name:
         context = _context(graph, method, name, collection, options)
         record = _Run(question, method, graph, on_node)
-        config = {"callbacks": callbacks} if callbacks else None
-        for namespace, mode, chunk in _stream(graph, {"question": question}, context, config):
+        for namespace, mode, chunk in _stream(graph, inputs, context, config or None):
             record.feed(namespace, mode, chunk)
     return record.result()
 

@@ -69,8 +69,7 @@ class Threads:
 
     def __init__(self, location: str, postgres: bool):
         self.location, self.postgres = location, postgres
-        serde = JsonPlusSerializer(allowed_msgpack_modules=checkpoint_types())
-        self.saver = _postgres_saver(location, serde) if postgres else _sqlite_saver(location, serde)
+        self.saver = _postgres_saver(location, checkpoint_serde()) if postgres else sqlite_saver(location)
         self.graph = method_module("router").build(self.saver)
         self._ready = not postgres  # SqliteSaver creates its tables itself
         self._lock = threading.Lock()
@@ -162,10 +161,16 @@ def _threads(location: str, postgres: bool) -> Threads:
     return Threads(location, postgres)
 
 
-def _sqlite_saver(path: str, serde: JsonPlusSerializer) -> BaseCheckpointSaver:
+def checkpoint_serde() -> JsonPlusSerializer:
+    """The serializer of every checkpoint we write: it accepts the pydantic models a method's state may hold."""
+    return JsonPlusSerializer(allowed_msgpack_modules=checkpoint_types())
+
+
+def sqlite_saver(path: str) -> BaseCheckpointSaver:
+    """A checkpointer over the SQLite file ``path``, shared by threads (its calls take the saver's lock)."""
     from langgraph.checkpoint.sqlite import SqliteSaver
 
-    return SqliteSaver(sqlite3.connect(path, check_same_thread=False), serde=serde)
+    return SqliteSaver(sqlite3.connect(path, check_same_thread=False), serde=checkpoint_serde())
 
 
 def _postgres_saver(url: str, serde: JsonPlusSerializer) -> BaseCheckpointSaver:

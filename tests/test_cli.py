@@ -148,6 +148,24 @@ def test_eval_with_a_bad_setting_is_one_line_error(home, tmp_path):
     assert_one_line_error(proc, "rag has no option top_kk")
 
 
+def test_eval_keeps_checkpoints_and_replays_them_from_a_node(home, collection, tmp_path):
+    dataset = tmp_path / "dev.jsonl"
+    dataset.write_text(
+        json.dumps({"id": "q", "question": "When did the Harry Potter film come out?", "answers": ["2001"]}) + "\n"
+    )
+    common = ("--dataset", str(dataset), "--methods", "rag", "--llm", "fake", "-c", collection)
+    stored = cli("eval", *common, "--out", str(tmp_path / "a"), "--checkpoints", home=home)
+    assert stored.returncode == 0, stored.stderr
+    assert (tmp_path / "a" / "checkpoints.sqlite").is_file()
+    replay = ("--out", str(tmp_path / "b"), "--replay", str(tmp_path / "a"))
+    replayed = cli("eval", *common, *replay, "--at", "rag_generate", home=home)
+    assert replayed.returncode == 0, replayed.stderr
+    assert "replaying 1 stored runs" in replayed.stderr
+    row = json.loads((tmp_path / "b" / "results.jsonl").read_text())
+    assert row["replayed"]["at"] == "rag_generate" and row["answer"]
+    assert_one_line_error(cli("eval", *common, *replay, "--at", "verify", home=home), "rag has no node 'verify'")
+
+
 def _cli_bytes(*args: bytes, home) -> subprocess.CompletedProcess:
     env = {**os.environ, "AMBIGQA_HOME": str(home), "PYTHONPATH": os.getcwd()}
     command = [sys.executable.encode(), b"-m", b"agent", *args]

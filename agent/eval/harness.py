@@ -13,6 +13,7 @@ import json
 import time
 from collections.abc import Callable
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -21,6 +22,8 @@ from tqdm import tqdm
 
 from agent.errors import AgentError, CollectionError, ConfigError, LLMCrashError, LLMUnavailableError, ModelFileError
 from agent.eval import metrics as m
+from agent.eval.checkpoints import FILE as CHECKPOINTS
+from agent.eval.checkpoints import Checkpoints, RunCheckpoint, copy_checkpoints
 from agent.eval.datasets import Example, load_examples
 from agent.eval.provenance import Provenance, file_sha256, git_commit, llm_provenance, resolved_options, row_key
 from agent.eval.report import summarize, write_reports
@@ -49,6 +52,11 @@ class EvalConfig(BaseModel):
     concurrency: int = Field(default=1, ge=1, le=64, description="questions run at once (the local model serialises)")
     baseline: str | None = Field(default=None, description="method the others are compared to; None: rag if run")
     bootstrap_samples: int = Field(default=1000, ge=100, le=100_000, description="resamples for the 95% intervals")
+    checkpoints: bool = Field(default=False, description="keep every run's graph states in OUT for a later replay")
+    replay: Path | None = Field(default=None, description="an eval made with checkpoints: its runs, from replay_at on")
+    replay_at: str | None = Field(
+        default=None, description="the node a replay starts at (run again, with what follows)"
+    )
 
     def options_for(self, method: str) -> dict[str, Any]:
         return {**self.options, **self.method_options.get(method, {})}
@@ -80,10 +88,12 @@ def provenances(config: EvalConfig) -> dict[str, Provenance]:
             )
     if config.baseline is not None and config.baseline not in config.methods:
         raise ConfigError(f"baseline {config.baseline} is not among the methods ({', '.join(config.methods)})")
+    replay = _checked_replay(config)
     llm = llm_provenance(config.llm)
     judge = llm_provenance(config.judge) if config.judge else None
     dataset = file_sha256(config.dataset) if config.dataset.is_file() else ""
     common = {"llm": llm, "judge": judge, "reader": config.reader, "dataset_sha256": dataset, "commit": git_commit()}
+    common["replay"] = replay
     return {
         method: Provenance(
             options=resolved_options(
@@ -95,23 +105,83 @@ def provenances(config: EvalConfig) -> dict[str, Provenance]:
     }
 
 
+def _checked_replay(config: EvalConfig) -> dict[str, str] | None:
+    """A replay's source and node for the provenance, once both are checked; None when this is no replay."""
+    from agent.registry import load_graph
+
+    if config.replay is None:
+        if config.replay_at is not None:
+            raise ConfigError("a node to replay from needs a run to replay (--replay RUN_DIR)")
+        return None
+    if not config.replay_at:
+        raise ConfigError("name the node a replay starts at (--at NODE), e.g. verdict's answer")
+    for method in config.methods:
+        nodes = [n for n in load_graph(method).nodes if n != "__start__"]
+        if config.replay_at not in nodes:
+            raise ConfigError(f"{method} has no node '{config.replay_at}': choose one of {', '.join(nodes)}")
+    if config.replay.resolve() == config.out.resolve():
+        raise ConfigError("a replay writes to its own folder: give --out another one than the replayed run's")
+    if not (config.replay / "results.jsonl").is_file():
+        raise ConfigError(f"{config.replay} holds no results.jsonl: replay a folder an eval wrote")
+    return {"source": str(config.replay.resolve()), "at": config.replay_at}
+
+
+@dataclass
+class Keeping:
+    """Where an eval's runs keep their states (``agent.eval.checkpoints``) and, in a replay, the stored run each
+    (method, question) starts from: its thread and its row's commit."""
+
+    store: Checkpoints
+    at: str | None = None
+    stored: dict[tuple[str, str], tuple[str, str | None]] = field(default_factory=dict)
+
+    def checkpoint(self, method: str, question_id: str) -> RunCheckpoint:
+        if self.at is None:
+            return self.store.new_run(method, question_id)
+        return self.store.replay(self.stored[(method, question_id)][0], self.at)
+
+
+def _keeping(config: EvalConfig, log: Callable[[str], None]) -> Keeping | None:
+    """The eval's checkpoints: none, new ones, or a copy of the replayed run's with its stored threads."""
+    if not (config.checkpoints or config.replay):
+        return None
+    path = config.out / CHECKPOINTS
+    if config.replay is None:
+        return Keeping(Checkpoints(path))
+    copy_checkpoints(config.replay / CHECKPOINTS, path)
+    stored = {
+        (r["method"], r["id"]): (r["checkpoint_thread"], r.get("provenance", {}).get("commit"))
+        for r in read_rows(config.replay / "results.jsonl")
+        if "error" not in r and r.get("checkpoint_thread") and r["method"] in config.methods
+    }  # a question run twice there (other settings) replays its last run
+    log(f"replaying {len(stored)} stored runs of {config.replay} from node {config.replay_at}")
+    return Keeping(Checkpoints(path), config.replay_at, stored)
+
+
 def evaluate(config: EvalConfig, progress: bool = True, log: Callable[[str], None] = print) -> dict[str, Any]:
-    """Every method on every question not done yet with these settings; then the summary and its reports."""
+    """Every method on every question not done yet with these settings; then the summary and its reports. In a
+    replay, every question with a stored run."""
     examples, made_with = _prepare(config, progress, log)
     reader = _reader(config, examples, log)
     config.out.mkdir(parents=True, exist_ok=True)
     results_path = config.out / "results.jsonl"
     keys = {method: p.key for method, p in made_with.items()}
+    keeping = _keeping(config, log)
     todo = _todo(examples, config.methods, keys, results_path, log)
+    if keeping and keeping.at:
+        unstored = [(e, method) for e, method in todo if (method, e.id) not in keeping.stored]
+        if unstored:
+            log(f"{len(unstored)} runs skipped: {config.replay} stored no finished run of them with checkpoints")
+        todo = [(e, method) for e, method in todo if (method, e.id) in keeping.stored]
     bar = tqdm(total=len(todo), unit="run", desc="eval", disable=not (progress and todo))
     try:
         write = _writer(RowLog(results_path), bar)
         if config.concurrency == 1:
             for example, method in todo:
                 bar.set_postfix_str(f"{method} · {example.id}")
-                write(_attempt(example, method, config, reader, made_with[method]))
+                write(_attempt(example, method, config, reader, made_with[method], keeping))
         else:
-            _run_concurrently(todo, config, reader, made_with, write)
+            _run_concurrently(todo, config, reader, made_with, write, keeping)
     finally:
         bar.close()
         baseline = config.baseline or ("rag" if "rag" in config.methods else None)
@@ -180,6 +250,7 @@ def _run_concurrently(
     reader: m.Reader | None,
     made_with: dict[str, Provenance],
     write: Callable[[dict[str, Any]], None],
+    keeping: Keeping | None,
 ) -> None:
     """``config.concurrency`` runs at once; rows are written as they finish; a fatal error stops the rest."""
     pending = iter(todo)
@@ -188,7 +259,7 @@ def _run_concurrently(
         try:
             while True:
                 for example, method in pending:
-                    running.add(pool.submit(_attempt, example, method, config, reader, made_with[method]))
+                    running.add(pool.submit(_attempt, example, method, config, reader, made_with[method], keeping))
                     if len(running) >= config.concurrency:
                         break
                 if not running:
@@ -202,11 +273,16 @@ def _run_concurrently(
 
 
 def _attempt(
-    example: Example, method: str, config: EvalConfig, reader: m.Reader | None, provenance: Provenance
+    example: Example,
+    method: str,
+    config: EvalConfig,
+    reader: m.Reader | None,
+    provenance: Provenance,
+    keeping: Keeping | None = None,
 ) -> dict[str, Any]:
     """One run's row; a run-level error becomes an error row (retried on resume), a fatal one is raised."""
     try:
-        return run_one(example, method, config, reader, provenance)
+        return run_one(example, method, config, reader, provenance, keeping)
     except LLMCrashError as exc:
         return _error_row(example, method, provenance, exc)
     except FATAL:
@@ -221,19 +297,27 @@ def _error_row(example: Example, method: str, provenance: Provenance, exc: Excep
 
 
 def run_one(
-    example: Example, method: str, config: EvalConfig, reader: m.Reader | None, provenance: Provenance
+    example: Example,
+    method: str,
+    config: EvalConfig,
+    reader: m.Reader | None,
+    provenance: Provenance,
+    keeping: Keeping | None = None,
 ) -> dict[str, Any]:
-    """One run of ``method`` on ``example``: its answer, interpretations, passages, metrics, cost and provenance."""
+    """One run of ``method`` on ``example``: its answer, interpretations, passages, metrics, cost and provenance.
+    In a replay the cost's calls and tokens count the stored steps too; its seconds are the replay's."""
     from agent.runner import run
 
     critical = CriticalPath()
     given = example.given_passages()  # a RAMDocs question is answered over its own documents
+    checkpoint = keeping.checkpoint(method, example.id) if keeping else None
     result = run(
         example.question,
         method=method,
         llm=config.llm,
         collection=config.collection,
         on_node=critical,
+        checkpoint=checkpoint,
         **config.options_for(method),
         **({"passages": given} if given and method != "closed_book" else {}),
     )
@@ -262,6 +346,10 @@ def run_one(
     }
     if config.judge and example.kind == "asqa":
         row["grounded"], row["judge_usage"] = grounded_metrics(example, result, config.judge, config.collection)
+    if checkpoint:
+        row["checkpoint_thread"] = checkpoint.thread_id
+    if keeping and keeping.at:
+        row["replayed"] = {"at": keeping.at, "source_commit": keeping.stored[(method, example.id)][1]}
     row["provenance"] = {"key": provenance.key, **provenance.model_dump()}
     return row
 

@@ -24,11 +24,12 @@ class Provenance(BaseModel):
     dataset_sha256: str
     judge: dict[str, Any] | None = None
     reader: str | None = None
+    replay: dict[str, Any] | None = None  # a replay's source run and node (``agent.eval.checkpoints``)
     commit: str | None = None
 
     @property
     def key(self) -> str:
-        keyed = self.model_dump(exclude={"commit"})
+        keyed = self.model_dump(exclude={"commit"} | ({"replay"} if self.replay is None else set()))
         return hashlib.sha256(json.dumps(keyed, sort_keys=True, default=str).encode()).hexdigest()[:16]
 
 

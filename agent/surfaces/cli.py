@@ -302,9 +302,20 @@ def eval_command(
     baseline: str | None = typer.Option(
         None, "--baseline", help="method the others are compared to, paired (default: rag when it is run)"
     ),
+    checkpoints: bool = typer.Option(
+        False, "--checkpoints", help="keep every run's graph states (OUT/checkpoints.sqlite) for a later --replay"
+    ),
+    replay: Path | None = typer.Option(
+        None, "--replay", help="an eval folder made with --checkpoints: run its stored runs again from --at NODE on"
+    ),
+    replay_at: str | None = typer.Option(
+        None, "--at", help="the node a --replay starts at, e.g. answer (verdict), rag_generate (rag), generate (toc)"
+    ),
 ) -> None:
     """Run methods side by side on a dataset; resumable (finished runs with the same settings in OUT/results.jsonl are
-    skipped). The summary gives 95% bootstrap intervals and paired differences to the baseline."""
+    skipped). The summary gives 95% bootstrap intervals and paired differences to the baseline. With --replay, the
+    stored runs of another eval go on from one node with today's code and options: the steps before it are not run
+    again."""
     from agent.errors import AgentError
     from agent.eval.harness import EvalConfig, evaluate, parse_setting
 
@@ -317,7 +328,7 @@ def eval_command(
             dataset=dataset, corpus=corpus, collection=collection, methods=_comma_list(methods), limit=limit, offset=offset,
             ids=_comma_list(ids) if ids else None,
             llm=llm, out=out, reader=reader, judge=judge, method_options=method_options, concurrency=concurrency,
-            baseline=baseline,
+            baseline=baseline, checkpoints=checkpoints, replay=replay, replay_at=replay_at,
         )  # fmt: skip
     except AgentError as exc:
         fail(str(exc))

@@ -1,0 +1,148 @@
+"""Eval checkpoints and replays: stored runs go on from one node with new code or options, the steps before it not
+run again; the scripted model stands at the LLM boundary, the store and the checkpoint file are real."""
+
+import json
+import sqlite3
+
+import pytest
+
+from agent.errors import ConfigError
+from agent.eval.harness import EvalConfig, evaluate
+
+ROWS = [
+    {"id": "q1", "question": "When did the Harry Potter film come out?",
+     "qa_pairs": [{"question": "When was the world premiere of the Harry Potter film in London?", "short_answers": ["4 November 2001"]},
+                  {"question": "When was the Harry Potter film released in cinemas in the United States?", "short_answers": ["16 November 2001"]}],
+     "long_answers": ["It premiered in London on 4 November 2001 and opened in the US on 16 November 2001."]},
+    {"id": "q2", "question": "Where is Mount Etna?",
+     "qa_pairs": [{"question": "Which island?", "short_answers": ["Sicily"]}], "long_answers": ["Etna is on Sicily."]},
+]  # fmt: skip
+EXTRACT = "DQ 1: When was the world premiere?\nDA 1: 4 November 2001"
+FIRST = "Answer: It premiered on 4 November 2001 [1]."
+SECOND = "Answer: It premiered on 4 November 2001 [1] and opened in the US on 16 November 2001 [2]."
+
+
+@pytest.fixture
+def dataset(tmp_path):
+    path = tmp_path / "dev.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in ROWS))
+    return path
+
+
+def rows_of(out):
+    return {r["id"]: r for r in map(json.loads, (out / "results.jsonl").read_text().splitlines())}
+
+
+def checkpoint_count(path):
+    with sqlite3.connect(path) as db:
+        return db.execute("SELECT count(*) FROM checkpoints").fetchone()[0]
+
+
+def quiet(config):
+    return evaluate(config, progress=False, log=lambda _: None)
+
+
+@pytest.fixture
+def stored(dataset, collection, scripted, tmp_path):
+    """rag on both questions, two at once, every run's states kept."""
+    name, _ = scripted({"rag_extract": EXTRACT, "rag_generate": FIRST})
+    out = tmp_path / "stored"
+    config = EvalConfig(
+        dataset=dataset, methods=["rag"], out=out, collection=collection, llm=name, checkpoints=True, concurrency=2
+    )
+    quiet(config)
+    return out
+
+
+def test_a_replay_runs_the_stored_runs_again_from_the_node_on_and_leaves_the_source_as_it_was(
+    dataset, collection, scripted, stored, tmp_path
+):
+    before = rows_of(stored)
+    assert all(r["checkpoint_thread"].startswith(f"rag/{q}/") for q, r in before.items())
+    assert all(r["answer"].startswith("It premiered on 4 November 2001") for r in before.values())
+    stored_checkpoints = checkpoint_count(stored / "checkpoints.sqlite")
+
+    name, model = scripted(
+        {"rag_extract": "DQ 1: A question the replay must not ask?\nDA 1: 1999", "rag_generate": SECOND}
+    )
+    out = tmp_path / "replayed"
+    config = EvalConfig(
+        dataset=dataset, methods=["rag"], out=out, collection=collection, llm=name, replay=stored, replay_at="rag_generate"
+    )  # fmt: skip
+    summary = quiet(config)
+    after = rows_of(out)
+
+    assert model.prompts() == ["rag_generate", "rag_generate"]  # retrieval and extraction were not run again
+    for q in ("q1", "q2"):
+        assert after[q]["disambiguations"] == before[q]["disambiguations"]  # the stored pairs, not the new script's
+        assert after[q]["passage_ids"] == before[q]["passage_ids"]
+        assert "16 November 2001" in after[q]["answer"] and "16 November 2001" not in before[q]["answer"]
+        assert after[q]["cost"]["llm_calls"] == before[q]["cost"]["llm_calls"] == 2  # the stored extract counts
+        assert after[q]["replayed"] == {"at": "rag_generate", "source_commit": before[q]["provenance"]["commit"]}
+        assert after[q]["checkpoint_thread"] == before[q]["checkpoint_thread"]
+        assert after[q]["provenance"]["replay"] == {"source": str(stored.resolve()), "at": "rag_generate"}
+    assert after["q1"]["metrics"]["str_em"] == 1.0 > before["q1"]["metrics"]["str_em"]
+    assert summary["rag"]["questions"] == 2
+    assert checkpoint_count(stored / "checkpoints.sqlite") == stored_checkpoints  # forks go to the replay's copy
+    assert checkpoint_count(out / "checkpoints.sqlite") > stored_checkpoints
+
+    quiet(config)  # resumed: every replay is done
+    assert model.prompts() == ["rag_generate", "rag_generate"]
+
+
+def test_a_stored_run_that_never_reached_the_node_is_an_error_row_not_the_end_of_the_replay(
+    dataset, collection, scripted, stored, tmp_path
+):
+    name, model = scripted({"rag_short": "So the answer is: 2001"})
+    out = tmp_path / "replayed"
+    config = EvalConfig(
+        dataset=dataset, methods=["rag"], out=out, collection=collection, llm=name, replay=stored, replay_at="short_answer"
+    )  # fmt: skip
+    quiet(config)
+    rows = rows_of(out)
+    assert set(rows) == {"q1", "q2"} and not model.calls
+    assert all("never reached node 'short_answer'" in r["error"] for r in rows.values())
+
+
+def test_only_questions_with_a_stored_run_are_replayed(dataset, collection, scripted, stored, tmp_path):
+    lines = (stored / "results.jsonl").read_text().splitlines()
+    (stored / "results.jsonl").write_text("".join(line + "\n" for line in lines if json.loads(line)["id"] == "q2"))
+    name, model = scripted({"rag_generate": SECOND})
+    out = tmp_path / "replayed"
+    messages = []
+    config = EvalConfig(
+        dataset=dataset, methods=["rag"], out=out, collection=collection, llm=name, replay=stored, replay_at="rag_generate"
+    )  # fmt: skip
+    evaluate(config, progress=False, log=messages.append)
+    assert set(rows_of(out)) == {"q2"} and len(model.calls) == 1
+    assert any("1 runs skipped" in m for m in messages)
+
+
+@pytest.mark.parametrize(
+    ("changes", "message"),
+    [
+        ({"replay_at": "rag_generate"}, "needs a run to replay"),
+        ({"replay": "STORED"}, "name the node a replay starts at"),
+        ({"replay": "STORED", "replay_at": "answer"}, "rag has no node 'answer': choose one of retrieve, rag_extract"),
+        ({"replay": "STORED", "replay_at": "rag_generate", "out": "STORED"}, "its own folder"),
+        ({"replay": "EMPTY", "replay_at": "rag_generate"}, "holds no results.jsonl"),
+    ],
+)
+def test_a_bad_replay_fails_before_any_run(dataset, collection, scripted, stored, tmp_path, changes, message):
+    name, model = scripted({})
+    folders = {"STORED": stored, "EMPTY": tmp_path}
+    values = {"out": tmp_path / "replayed"} | {k: folders.get(v, v) for k, v in changes.items()}
+    with pytest.raises(ConfigError, match=message):
+        quiet(EvalConfig(dataset=dataset, methods=["rag"], collection=collection, llm=name, **values))
+    assert not model.calls
+
+
+def test_a_replay_from_a_run_without_checkpoints_says_how_to_make_them(dataset, collection, scripted, stored, tmp_path):
+    (stored / "checkpoints.sqlite").unlink()
+    name, _ = scripted({})
+    config = EvalConfig(
+        dataset=dataset, methods=["rag"], out=tmp_path / "replayed", collection=collection, llm=name, replay=stored,
+        replay_at="rag_generate",
+    )  # fmt: skip
+    with pytest.raises(ConfigError, match="replay a run made with --checkpoints"):
+        quiet(config)
