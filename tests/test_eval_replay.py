@@ -83,6 +83,10 @@ def test_a_replay_runs_the_stored_runs_again_from_the_node_on_and_leaves_the_sou
         assert after[q]["provenance"]["replay"] == {"source": str(stored.resolve()), "at": "rag_generate"}
     assert after["q1"]["metrics"]["str_em"] == 1.0 > before["q1"]["metrics"]["str_em"]
     assert summary["rag"]["questions"] == 2
+    assert (
+        f"- replayed from node rag_generate on: the stored runs of {stored.resolve()}"
+        in (out / "summary.md").read_text()
+    )
     assert checkpoint_count(stored / "checkpoints.sqlite") == stored_checkpoints  # forks go to the replay's copy
     assert checkpoint_count(out / "checkpoints.sqlite") > stored_checkpoints
 

@@ -254,6 +254,8 @@ def _provenance_lines(summary: dict[str, Any]) -> list[str]:
         lines.append("- judge: " + ", ".join(f"{k} {v}" for k, v in first["judge"].items()))
     commits = sorted({c for p in made.values() for c in p["commits"]})
     lines.append(f"- commit{'s' if len(commits) > 1 else ''}: {', '.join(commits)}")
+    if replay := first.get("replay"):
+        lines.append(f"- replayed from node {replay['at']} on: the stored runs of {replay['source']}")
     for method, p in made.items():
         notes = [
             f"{field}={json.dumps(p['options'][field])}" + (f": {text}" if p["options"][field] == value else "")
