@@ -92,8 +92,10 @@ def provenances(config: EvalConfig) -> dict[str, Provenance]:
     llm = llm_provenance(config.llm)
     judge = llm_provenance(config.judge) if config.judge else None
     dataset = file_sha256(config.dataset) if config.dataset.is_file() else ""
-    common = {"llm": llm, "judge": judge, "reader": config.reader, "dataset_sha256": dataset, "commit": git_commit()}
-    common["replay"] = replay
+    common = {
+        "llm": llm, "judge": judge, "reader": config.reader, "dataset_sha256": dataset, "replay": replay,
+        "commit": git_commit(),
+    }  # fmt: skip
     return {
         method: Provenance(
             options=resolved_options(
@@ -141,7 +143,7 @@ class Keeping:
         return self.store.replay(self.stored[(method, question_id)][0], self.at)
 
 
-def _keeping(config: EvalConfig, log: Callable[[str], None]) -> Keeping | None:
+def _keeping(config: EvalConfig) -> Keeping | None:
     """The eval's checkpoints: none, new ones, or a copy of the replayed run's with its stored threads."""
     if not (config.checkpoints or config.replay):
         return None
@@ -154,7 +156,6 @@ def _keeping(config: EvalConfig, log: Callable[[str], None]) -> Keeping | None:
         for r in read_rows(config.replay / "results.jsonl")
         if "error" not in r and r.get("checkpoint_thread") and r["method"] in config.methods
     }  # a question run twice there (other settings) replays its last run
-    log(f"replaying {len(stored)} stored runs of {config.replay} from node {config.replay_at}")
     return Keeping(Checkpoints(path), config.replay_at, stored)
 
 
@@ -166,13 +167,14 @@ def evaluate(config: EvalConfig, progress: bool = True, log: Callable[[str], Non
     config.out.mkdir(parents=True, exist_ok=True)
     results_path = config.out / "results.jsonl"
     keys = {method: p.key for method, p in made_with.items()}
-    keeping = _keeping(config, log)
+    keeping = _keeping(config)
     todo = _todo(examples, config.methods, keys, results_path, log)
     if keeping and keeping.at:
-        unstored = [(e, method) for e, method in todo if (method, e.id) not in keeping.stored]
+        unstored = sum((method, e.id) not in keeping.stored for e, method in todo)
         if unstored:
-            log(f"{len(unstored)} runs skipped: {config.replay} stored no finished run of them with checkpoints")
+            log(f"{unstored} runs skipped: {config.replay} holds no finished run of them made with --checkpoints")
         todo = [(e, method) for e, method in todo if (method, e.id) in keeping.stored]
+        log(f"replaying {len(todo)} stored runs of {config.replay} from node {config.replay_at} on")
     bar = tqdm(total=len(todo), unit="run", desc="eval", disable=not (progress and todo))
     try:
         write = _writer(RowLog(results_path), bar)
