@@ -51,6 +51,7 @@ def stored(dataset, collection, scripted, tmp_path):
         dataset=dataset, methods=["rag"], out=out, collection=collection, llm=name, checkpoints=True, concurrency=2
     )
     quiet(config)
+    assert not (out / "checkpoints.sqlite-wal").exists()  # closed: the file holds every state
     return out
 
 

@@ -71,6 +71,11 @@ class Checkpoints:
     def replay(self, thread_id: str, at: str) -> RunCheckpoint:
         return RunCheckpoint(self.saver, thread_id, at)
 
+    def close(self) -> None:
+        """Close the file, its write-ahead log folded in, so the folder can be copied as it is."""
+        if "saver" in self.__dict__:
+            self.saver.conn.close()
+
 
 def copy_checkpoints(source: Path, target: Path) -> None:
     """``source``'s checkpoints into ``target`` unless it has them already (a resumed replay keeps its own forks)."""

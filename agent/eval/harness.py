@@ -186,6 +186,8 @@ def evaluate(config: EvalConfig, progress: bool = True, log: Callable[[str], Non
             _run_concurrently(todo, config, reader, made_with, write, keeping)
     finally:
         bar.close()
+        if keeping:
+            keeping.store.close()
         baseline = config.baseline or ("rag" if "rag" in config.methods else None)
         summary = summarize(
             results_path, config.methods, keys, baseline, made_with, config.method_options, config.bootstrap_samples
