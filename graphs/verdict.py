@@ -20,7 +20,7 @@ from agent.llm.parsing import parse_execution, parse_query, sentences
 from agent.llm.prompts import demonstration
 from agent.nodes import llm_node
 from agent.retrieval.embeddings import embed
-from agent.schemas import Disambiguation, Execution, Passage
+from agent.schemas import Disambiguation, Execution, Passage, QAPair
 from agent.state import AnswerOutput, QuestionInput
 from agent.steps import conflict
 from agent.steps.conflict import Conflict, SettleOptions
@@ -197,7 +197,7 @@ async def answer(state: VerdictState, runtime: Runtime[VerdictContext]) -> dict:
     cited = cited[: ctx.answer_passages]  # bounded context; every pair still carries its citation
     cite = [f"[{number[d.passage_ids[0]]}]" for d in pairs]
     shown = [d.model_copy(update={"answer": f"{d.answer} {c}"}) for d, c in zip(pairs, cite)]
-    fallback = {"fallback": " ".join(f"{d.question} {d.answer}." for d in shown)} if shown else {}
+    fallback = {"fallback": listed(shown)} if shown else {}
     if ctx.answer_from == "disambiguations" and shown:
         prompt, evidence = "verdict_answer_disambiguations", {}
     else:
@@ -205,7 +205,7 @@ async def answer(state: VerdictState, runtime: Runtime[VerdictContext]) -> dict:
             "verdict_answer",
             {"passages": render_passages([passages[n - 1] for n in cited], numbers=cited)},
         )
-    call = {**evidence, "question": state["question"], "disambiguations": render_pairs(shown)}
+    call = {**evidence, "question": state["question"], "disambiguations": render_pairs(one_per_question(shown))}
     # the answer states facts with their citations; it never narrates its passages nor quotes them at length
     reply = whole_answer(await aask(prompt, ctx.llm_options(), parse=statements, **fallback, **call))
     answers = [d.answer for d in pairs]
@@ -227,6 +227,24 @@ async def answer(state: VerdictState, runtime: Runtime[VerdictContext]) -> dict:
     missing = [f"{d.question} {d.answer}." for d, c in zip(shown, cite) if c not in text]
     answer = " ".join([text, *missing]) if ctx.append_uncited else text
     return {"answer": " ".join(filter(None, [answer, disputed])), "uncited": len(missing)}
+
+
+def one_per_question(pairs: list[Disambiguation]) -> list[QAPair]:
+    """The pairs as the answer prompt shows them: disambiguations asking the same question (the 1.5B model often
+    repeats the question itself for several passages) shown once, with their cited answers joined ("Alex Smith [8];
+    Eli Manning [3]"), so the prompt holds one question with several answers rather than one question many times."""
+    merged: dict[str, QAPair] = {}
+    for d in pairs:
+        key = " ".join(re.sub(r"[^\w\s]", " ", d.question.casefold()).split())
+        held = merged.get(key)
+        answer = f"{held.answer}; {d.answer}" if held else d.answer
+        merged[key] = QAPair(question=held.question if held else d.question, answer=answer)
+    return list(merged.values())
+
+
+def listed(pairs: list[Disambiguation]) -> str:
+    """The pairs as sentences, a question once with all its answers: "Who sings Wake Me Up? Avicii [1]; Aloe Blacc [4]."."""
+    return " ".join(f"{p.question} {p.answer}." for p in one_per_question(pairs))
 
 
 def cited_additions(before: str, after: str, pairs: list[Disambiguation], cite: list[str]) -> str:
@@ -254,7 +272,7 @@ async def from_pairs(
     fresh = await written_from_pairs(question, render_pairs(shown), pairs, options, book="")
     if fresh.value and (kept := uncopied(whole_answer(fresh).value, sources, [d.answer for d in pairs])):
         return kept
-    return " ".join(f"{d.question} {d.answer}." for d in shown if longest_copied_run(d.answer, sources) < COPY_LIMIT)
+    return listed([d for d in shown if longest_copied_run(d.answer, sources) < COPY_LIMIT])
 
 
 builder = StateGraph(

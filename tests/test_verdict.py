@@ -125,6 +125,35 @@ def test_answer_cites_the_grounding_passage_of_every_interpretation(collection, 
     assert result.answer.startswith("It premiered in London")
 
 
+def test_disambiguations_asking_the_same_question_are_shown_once_with_every_cited_answer(collection, scripted):
+    same = "Interpretation: When did the Harry Potter film come out?\nAnswer: {}"
+    by_passage = {
+        "hp-premiere": same.format("4 November 2001"),
+        "hp-us": same.format("16 November 2001"),
+        "hp-book": BOOK,
+    }
+    result, model = run_verdict(collection, scripted, by_passage)
+    assert len(result.disambiguations) == 3  # all kept; only the prompt shows them merged
+    numbers = {p.id: n for n, p in enumerate(result.passages, 1)}
+    film = [
+        f"{d.answer} [{numbers[d.passage_ids[0]]}]" for d in result.disambiguations if d.passage_ids[0] != "hp-book"
+    ]
+    prompt = model.calls[-1].user.split("Disambiguations:")[1]
+    assert prompt.count("When did the Harry Potter film come out?") == 1 and "; ".join(film) in prompt
+    assert re.findall(r"^DQ \d", prompt, re.MULTILINE) == ["DQ 1", "DQ 2"]
+
+
+def test_listed_pairs_state_a_question_once_with_all_its_answers():
+    from graphs.verdict import listed
+
+    pairs = [
+        Disambiguation(question='Who sings "Wake Me Up"?', answer="Avicii [1]", passage_ids=["a"]),
+        Disambiguation(question="Who wrote it?", answer="Avicii [2]", passage_ids=["c"]),
+        Disambiguation(question="who sings  Wake me up?", answer="Aloe Blacc [4]", passage_ids=["b"]),
+    ]
+    assert listed(pairs) == 'Who sings "Wake Me Up"? Avicii [1]; Aloe Blacc [4]. Who wrote it? Avicii [2].'
+
+
 def test_uncited_disambiguations_are_appended_only_when_asked(collection, scripted):
     by_passage = {"hp-premiere": PREMIERE, "hp-us": US, "hp-book": BOOK}
     plain, _ = run_verdict(collection, scripted, by_passage)
