@@ -8,15 +8,9 @@ import pytest
 
 from agent.errors import ConfigError
 from agent.eval.harness import EvalConfig, evaluate
+from tests.test_eval_harness import ROWS as HARNESS_ROWS
 
-ROWS = [
-    {"id": "q1", "question": "When did the Harry Potter film come out?",
-     "qa_pairs": [{"question": "When was the world premiere of the Harry Potter film in London?", "short_answers": ["4 November 2001"]},
-                  {"question": "When was the Harry Potter film released in cinemas in the United States?", "short_answers": ["16 November 2001"]}],
-     "long_answers": ["It premiered in London on 4 November 2001 and opened in the US on 16 November 2001."]},
-    {"id": "q2", "question": "Where is Mount Etna?",
-     "qa_pairs": [{"question": "Which island?", "short_answers": ["Sicily"]}], "long_answers": ["Etna is on Sicily."]},
-]  # fmt: skip
+ROWS = HARNESS_ROWS[:2]  # a film with two readings, and Mount Etna
 EXTRACT = "DQ 1: When was the world premiere?\nDA 1: 4 November 2001"
 FIRST = "Answer: It premiered on 4 November 2001 [1]."
 SECOND = "Answer: It premiered on 4 November 2001 [1] and opened in the US on 16 November 2001 [2]."
