@@ -202,7 +202,9 @@ _ATTRIBUTION = re.compile(  # "According to passage [2], X" / "The passage clear
     rf"(?:it\s+{_SAYS}\s+(?:that\s+)?|{_WE_SEE})?|{_SOURCES}\s+{_SAYS}(?:\s+that\s+|\s*:\s*|\s+)|{_ANSWER_ITSELF}"
     rf"|it\s+(?:also\s+)?(?:states|says|mentions|notes)(?:\s+that\s+|\s*:\s*)"  # "It states that X": the passage
     rf"|based\s+on\s+(?:this|that|these|the|all\s+(?:this|the))\s+(?:information|evidence|facts?|details?)\s*,\s*"
-    rf"(?:{_WE_SEE})?)",
+    rf"(?:{_WE_SEE})?"
+    rf"|this\s+(?:\w+ly\s+)?(?:indicates|suggests|shows|means|implies|confirms)\s+that\s+"  # "This indicates that X"
+    rf"|(?P<cites>{CITATION_MARK.pattern}(?:\s*{CITATION_MARK.pattern})*)\s+{_SAYS}(?:\s+that\s+|\s*:\s*))",
     re.IGNORECASE,
 )
 CONCLUSION = re.compile(rf"(?:^|(?<=[\n.!?]))\s*(?={_ANSWER_ITSELF})", re.IGNORECASE)  # where a conclusion begins
@@ -229,11 +231,18 @@ def _its_citations(tail: re.Match[str]) -> str:
 
 
 def _lead_in_dropped(sentence: str) -> str:
-    """``sentence`` less its ``_ATTRIBUTION`` lead-in (a list item's label before it stays), the rest capitalised."""
+    """``sentence`` less its ``_ATTRIBUTION`` lead-in (a list item's label before it stays), the rest capitalised; a
+    lead-in that is a bare citation keeps its marks before the stop ("[13] states that X." → "X [13].")."""
     if not (lead_in := _ATTRIBUTION.match(sentence)):
         return sentence
     rest = sentence[lead_in.end() :]
+    if lead_in["cites"]:
+        body, stop = _STOP.match(rest).groups()
+        rest = f"{body} {lead_in['cites']}{stop}"
     return (lead_in["heading"] or "") + rest[:1].upper() + rest[1:]
+
+
+_STOP = re.compile(r"(.*?)([.!?]?)$", re.DOTALL)
 
 
 _NAME_OR_NUMBER = re.compile(r"(?<![.!?]\s)(?<![\n\"“])(?<!^)\b[A-Z][\w'’-]*|\b\d[\d,]*")  # no sentence's first word

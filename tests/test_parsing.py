@@ -238,3 +238,8 @@ def test_sentences_split_at_list_items_and_not_before_a_lower_case_word():
         "It was the last.",
     ]  # stray stops are no sentences
     assert sentences("It was the last. [14]. It ended.") == ["It was the last. [14].", "It ended."]
+    assert sentences("It won four [4].\n[13] states that it won 37. [2] It ended.") == [
+        "It won four [4].",
+        "[13] states that it won 37. [2]",
+        "It ended.",
+    ]  # a citation that says something opens a sentence; a bare one after a stop is the sentence's own

@@ -197,7 +197,11 @@ def test_a_demonstration_passage_cut_short_keeps_the_stretch_with_its_answer():
      ("It tells the story of a boy.", "It tells the story of a boy."),
      ("However, it does not provide any information about the 2000 Olympics.", ""),
      ("Therefore, the correct answer is 37 medals, as provided by the passage [13].", "37 medals [13]."),
-     ("It was sold in 1976, as stated in the passage.", "It was sold in 1976.")],
+     ("It was sold in 1976, as stated in the passage.", "It was sold in 1976."),
+     ("[13] states that Australia won a total of 37 medals.", "Australia won a total of 37 medals [13]."),
+     ("[1, 4] clearly say: it opened in 1967 [2]", "It opened in 1967 [2] [1, 4]"),
+     ("This indicates that they won four medals in 1996.", "They won four medals in 1996."),
+     ("This shows the cast of the film.", "This shows the cast of the film.")],
 )  # fmt: skip
 def test_a_lead_in_that_credits_the_sources_is_dropped_and_the_fact_kept(sentence, kept):
     from agent.text import unnarrated
@@ -261,6 +265,8 @@ def test_echoed_pairs_give_way_to_the_conclusion_that_follows_them():
     assert statements("It makes sperm. [8] The egg is met by a sperm cell. [15] [16]. It works.") == (
         "It makes sperm [8]. The egg is met by a sperm cell [15] [16]. It works."
     )  # a citation after the stop goes before it
+    medals = "This indicates that they won four medals in 1996.\n[13] states that they won 37 in 2000. So 37 [13]."
+    assert statements(medals) == "They won four medals in 1996. They won 37 in 2000 [13]. So 37 [13]."
     items = "1. When did Owen Hunt come?\n   - Answer: Season five [1]\n   - Passage: [1] states that he came."
     assert statements(items) == "When did Owen Hunt come? Season five [1]"  # an item's label goes
     left = "[14]. The fourth disambiguation asks about 2016. [14]. Therefore, it is on January 6 [1]."
