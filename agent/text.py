@@ -167,7 +167,8 @@ def mentions_sources(text: str) -> bool:
 
 _NON_ANSWER = re.compile(
     r"^(?:unknown|none|n/?a|no\s+(?:answer|information|data)\b.*|not\s+(?:specified|mentioned|provided|stated|given|"
-    r"available|known|found|clear|applicable)\b.*|.*\b(?:in|from|by)\s+the\s+(?:passages?|contexts?|text)\b.*|"
+    r"available|known|found|clear|applicable)\b.*|(?:not\s+enough|insufficient)\s+(?:information|data|evidence|context)\b.*|"
+    r".*\b(?:in|from|by)\s+the\s+(?:passages?|contexts?|text)\b.*|"
     r"(?:the\s+)?(?:passages?|contexts?|text)\s+(?:does|do|did)(?:\s+not|n't)\b.*)$",
     re.IGNORECASE,
 )

@@ -332,9 +332,19 @@ def test_a_short_answer_that_says_there_is_none_states_nothing_and_a_title_is_st
         "None.",
         "No information",
         "The passage does not say",
+        "not enough information",
+        "Insufficient evidence in the passages",
     ):
         assert states_nothing(none), none
-    for answer in ("The Passage", "Passage to India", "Not Fade Away", "Notting Hill", "None but the Brave", "2016"):
+    for answer in (
+        "The Passage",
+        "Passage to India",
+        "Not Fade Away",
+        "Notting Hill",
+        "None but the Brave",
+        "2016",
+        "Not Enough",
+    ):
         assert not states_nothing(answer), answer
 
 
