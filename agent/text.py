@@ -7,7 +7,7 @@ import string
 import unicodedata
 from collections.abc import Callable, Sequence
 
-from agent.llm.parsing import CITATION_MARK, sentences
+from agent.llm.parsing import CITATION_MARK, SAYS, sentences
 from agent.retrieval.terms import STOP_WORDS
 from agent.schemas import Passage, QAPair
 from agent.settings import get_settings
@@ -185,14 +185,11 @@ _SOURCES = (
     r"|D[QA]\s?\d+)"
 )  # "DQ 1" / "DA 1": the prompt's disambiguation lines
 _PAIR_REFERENCE = re.compile(r"\s*\((?:D[QA]\s?\d+[,;]?\s*)+\)")  # "football (DA 1)." → "football."
-_SAYS = (
-    r"(?:(?:\w+ly|also)\s+)?(?:states?|says?|mentions?|indicates?|shows?|notes?|confirms?|explains?|reports?|tells?)"
-)
 _QUOTED = r"[\"“][^\"”]*[\"”]"
 _ANSWER_ITSELF = (  # "(Therefore,) the final answer to the question "Who ...?" is" / "The long answer explains that"
     rf"(?:(?:therefore|so|thus|hence|in\s+(?:summary|conclusion)),?\s+)?the\s+(?:long|short|final|correct)\s+"
     rf"answer(?:\s+to\s+(?:(?:the|this)\s+question(?:\s*{_QUOTED})?|{_QUOTED}))?"
-    rf"\s+(?:is\s*:?\s*(?:that\s+)?|{_SAYS}(?:\s+that\s+|\s*:\s*|\s+))"
+    rf"\s+(?:is\s*:?\s*(?:that\s+)?|{SAYS}(?:\s+that\s+|\s*:\s*|\s+))"
 )  # "Therefore, the correct answer to this question is that Paul Newman …" → "Paul Newman …"
 _WE_SEE = (  # "Based on this information, we can see that X" → "X"
     r"(?:we\s+can\s+(?:see|say|conclude|infer)|it\s+(?:is|can\s+be)\s+(?:clear|seen|concluded|inferred))\s+that\s+"
@@ -200,12 +197,12 @@ _WE_SEE = (  # "Based on this information, we can see that X" → "X"
 _ATTRIBUTION = re.compile(  # "According to passage [2], X" / "The passage clearly states that X" → "X"
     rf"^(?P<heading>[^:.!?\"“\[\]]{{1,40}}:\s+)?"  # a list item's label stays: "As a specific date: The passage …"
     rf"(?:(?:according\s+to|as\s+(?:stated|mentioned|shown|noted)\s+in|based\s+on|from|in)\s+{_SOURCES}\s*,\s*"
-    rf"(?:it\s+{_SAYS}\s+(?:that\s+)?|{_WE_SEE})?|{_SOURCES}\s+{_SAYS}(?:\s+that\s+|\s*:\s*|\s+)|{_ANSWER_ITSELF}"
+    rf"(?:it\s+{SAYS}\s+(?:that\s+)?|{_WE_SEE})?|{_SOURCES}\s+{SAYS}(?:\s+that\s+|\s*:\s*|\s+)|{_ANSWER_ITSELF}"
     rf"|it\s+(?:also\s+)?(?:states|says|mentions|notes)(?:\s+that\s+|\s*:\s*)"  # "It states that X": the passage
     rf"|based\s+on\s+(?:this|that|these|the|all\s+(?:this|the))\s+(?:information|evidence|facts?|details?)\s*,\s*"
     rf"(?:{_WE_SEE})?"
     rf"|this\s+(?:\w+ly\s+)?(?:indicates|suggests|shows|means|implies|confirms)\s+that\s+"  # "This indicates that X"
-    rf"|(?P<cites>{CITATION_MARK.pattern}(?:\s*{CITATION_MARK.pattern})*)\s+{_SAYS}(?:\s+that\s+|\s*:\s*))",
+    rf"|(?P<cites>{CITATION_MARK.pattern}(?:\s*{CITATION_MARK.pattern})*)\s+{SAYS}(?:\s+that\s+|\s*:\s*))",
     re.IGNORECASE,
 )
 CONCLUSION = re.compile(rf"(?:^|(?<=[\n.!?]))\s*(?={_ANSWER_ITSELF})", re.IGNORECASE)  # where a conclusion begins
@@ -231,6 +228,9 @@ def _its_citations(tail: re.Match[str]) -> str:
     return "".join(f" {mark}" for mark in CITATION_MARK.findall(tail[0]))
 
 
+_STOP = re.compile(r"(.*?)([.!?]?)$", re.DOTALL)  # a sentence's body and its stop
+
+
 def _lead_in_dropped(sentence: str) -> str:
     """``sentence`` less its ``_ATTRIBUTION`` lead-in (a list item's label before it stays), the rest capitalised; a
     lead-in that is a bare citation keeps its marks before the stop ("[13] states that X." → "X [13].")."""
@@ -241,9 +241,6 @@ def _lead_in_dropped(sentence: str) -> str:
         body, stop = _STOP.match(rest).groups()
         rest = f"{body} {lead_in['cites']}{stop}"
     return (lead_in["heading"] or "") + rest[:1].upper() + rest[1:]
-
-
-_STOP = re.compile(r"(.*?)([.!?]?)$", re.DOTALL)
 
 
 _NAME_OR_NUMBER = re.compile(r"(?<![.!?]\s)(?<![\n\"“])(?<!^)\b[A-Z][\w'’-]*|\b\d[\d,]*")  # no sentence's first word

@@ -173,7 +173,10 @@ def parse_long_answer(text: str) -> str:
 # a sentence ends at . ! or ? (then an optional closing quote or bracket, a closing quote set apart by a space, and a
 # citation like [3], with a stop of its own: "sperm. [8].") before a space or the end; not after an initial ("J. K.")
 # or a common abbreviation ("St. Louis")
-_OPENS_A_SENTENCE = r"(?!\s+(?:\w+ly\s+)?(?:states?|says?|mentions?|indicates?|shows?|notes?|confirms?)\b)"
+SAYS = (  # a verb that attributes what follows to a source: "states", "clearly says", "also notes"
+    r"(?:(?:\w+ly|also)\s+)?(?:states?|says?|mentions?|indicates?|shows?|notes?|confirms?|explains?|reports?|tells?)"
+)
+_OPENS_A_SENTENCE = rf"(?!\s+{SAYS}\b)"
 _SENTENCE_END = re.compile(  # a citation after the stop is the sentence's, unless it opens the next: "[13] states …"
     rf"""[.!?]["'”’)\]]*(?:\s+["”](?=\s|$))?(?:\s*\[\d+\]{_OPENS_A_SENTENCE})*(?:(?<=\])[.!?])?(?=\s|$)"""
 )
