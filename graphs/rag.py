@@ -16,7 +16,7 @@ from agent.context import RunContext, context_of
 from agent.llm.calls import aask
 from agent.llm.parsing import parse_final_answer
 from agent.nodes import llm_node
-from agent.state import AnswerOutput, AnswerState, QuestionInput
+from agent.state import AnswerOutput, QuestionInput
 from agent.steps.rac import extract, generate
 from agent.text import render_passages
 
@@ -36,13 +36,21 @@ class RagContext(RunContext):
     )
 
 
-def retrieve(state: AnswerState, runtime: Runtime[RagContext]) -> dict:
+class RagOutput(AnswerOutput, total=False):
+    reasoning: str  # the short answer's step-by-step reasoning (answer_style=short only)
+
+
+class RagState(QuestionInput, RagOutput, total=False):
+    pass
+
+
+def retrieve(state: RagState, runtime: Runtime[RagContext]) -> dict:
     ctx = context_of(runtime, RagContext)
     found = ctx.search(state["question"], ctx.top_k)
     return {"passages": found, "retrieved": found}
 
 
-async def rag_extract(state: AnswerState, runtime: Runtime[RagContext]) -> dict:
+async def rag_extract(state: RagState, runtime: Runtime[RagContext]) -> dict:
     ctx = context_of(runtime, RagContext)
     reply = await extract(
         state["question"], state["passages"], ctx.llm_options(), await ctx.acasebook(state["question"])
@@ -50,7 +58,7 @@ async def rag_extract(state: AnswerState, runtime: Runtime[RagContext]) -> dict:
     return {"disambiguations": reply.value}
 
 
-async def short_answer(state: AnswerState, runtime: Runtime[RagContext]) -> dict:
+async def short_answer(state: RagState, runtime: Runtime[RagContext]) -> dict:
     """The multi-hop baseline's one call: reason over the passages, answer on a last line."""
     ctx = context_of(runtime, RagContext)
     options = replace(ctx.llm_options(), structured=False)
@@ -58,14 +66,14 @@ async def short_answer(state: AnswerState, runtime: Runtime[RagContext]) -> dict
         "rag_short", options, parse=parse_final_answer, fallback="unknown",
         passages=render_passages(state["passages"]), question=state["question"],
     )  # fmt: skip
-    return {"answer": reply.value, "disambiguations": []}
+    return {"answer": reply.value, "reasoning": reply.reasoning, "disambiguations": []}
 
 
-def answer_style(state: AnswerState, runtime: Runtime[RagContext]) -> Literal["rag_extract", "short_answer"]:
+def answer_style(state: RagState, runtime: Runtime[RagContext]) -> Literal["rag_extract", "short_answer"]:
     return "short_answer" if context_of(runtime, RagContext).answer_style == "short" else "rag_extract"
 
 
-async def rag_generate(state: AnswerState, runtime: Runtime[RagContext]) -> dict:
+async def rag_generate(state: RagState, runtime: Runtime[RagContext]) -> dict:
     ctx = context_of(runtime, RagContext)
     book = await ctx.acasebook(state["question"])  # the same examples and passages as rag_extract: a cached prefix
     reply = await generate(
@@ -75,7 +83,7 @@ async def rag_generate(state: AnswerState, runtime: Runtime[RagContext]) -> dict
     return {"answer": reply.value}
 
 
-builder = StateGraph(AnswerState, input_schema=QuestionInput, output_schema=AnswerOutput, context_schema=RagContext)
+builder = StateGraph(RagState, input_schema=QuestionInput, output_schema=RagOutput, context_schema=RagContext)
 builder.add_node("retrieve", retrieve)
 builder.add_node("rag_extract", llm_node(rag_extract))
 builder.add_node("rag_generate", llm_node(rag_generate))

@@ -114,6 +114,7 @@ class Hop(BaseModel):
 
     sub_question: str
     answer: str
+    reasoning: str = Field(default="", description="the answer's step-by-step reasoning ('' for a short answer)")
     evidence_ids: list[str] = Field(default_factory=list, description="top-l passages the answer came from")
     supporting_ids: list[str] = Field(default_factory=list, description="those of them that contain the answer")
     semantic_sets: list[int] = Field(default_factory=list, description="ASU semantic sets s of each NAR batch")
@@ -122,6 +123,7 @@ class Hop(BaseModel):
 
 class SunarOutput(AnswerOutput, total=False):
     hops: list[Hop]  # the reasoning path; SUNAR returns no disambiguations
+    reasoning: str  # MER's step-by-step reasoning behind the answer ('' for a short answer or without MER)
 
 
 class SunarState(QuestionInput, SunarOutput, total=False):
@@ -236,6 +238,7 @@ async def answer_sub(state: SunarState, runtime: Runtime[SunarContext]) -> dict:
     hop = Hop(
         sub_question=state["sub_question"],
         answer=reply.value,
+        reasoning=reply.reasoning,
         evidence_ids=[p.id for p in top],
         semantic_sets=[b["semantic_sets"] for b in state.get("nar_batches", [])] if ctx.asu else [],
         frontier_passages=sum(p.id in frontier for p in state["ranked"]),
@@ -254,7 +257,7 @@ async def meta_reason(state: SunarState, runtime: Runtime[SunarContext]) -> dict
     by_id = {p.id: p for p in state.get("evidence", [])}
     pool = list({i: by_id[i] for hop in path for i in hop.evidence_ids[: ctx.mer_per_hop] if i in by_id}.values())
     if not ctx.mer:
-        return {"answer": fallback, "passages": pool, "retrieved": pool}
+        return {"answer": fallback, "reasoning": "", "passages": pool, "retrieved": pool}
 
     def best_first() -> list[Passage]:  # every hop's evidence; on a worker thread (the scorer may load its model)
         scorer = get_scorer(ctx.reranker)
@@ -271,15 +274,18 @@ async def meta_reason(state: SunarState, runtime: Runtime[SunarContext]) -> dict
     prompt, options, parse = ctx.answering("sunar_meta_reason")
     call = {"passages": render_passages(evidence, ctx.passage_words), "path": _self_ask_path(path)}
 
-    async def sample(i: int) -> str:  # the first at the run's options; the others drawn at asu_temperature
+    async def sample(i: int) -> tuple[str, str]:  # the first at the run's options; the others at asu_temperature
         seeded = options if i == 0 else _draw(replace(options, temperature=ctx.asu_temperature), i)
         reply = await aask(prompt, seeded, parse=parse, fallback=fallback, question=state["question"], **call)
-        return reply.value
+        return reply.value, reply.reasoning
 
-    answers = await gather_concurrently(sample, range(ctx.mer_samples), ctx.max_concurrency)
-    if len(answers) > 1:  # a vote: only then is a judge (an NLI model, the LLM) wanted
-        answers = [consistent_answer(state["question"], answers, get_equivalence(ctx.equivalence, ctx.llm_options()))]
-    return {"answer": answers[0], "passages": evidence, "retrieved": ranked}
+    drawn = await gather_concurrently(sample, range(ctx.mer_samples), ctx.max_concurrency)
+    answer = drawn[0][0]
+    if len(drawn) > 1:  # a vote: only then is a judge (an NLI model, the LLM) wanted
+        equivalence = get_equivalence(ctx.equivalence, ctx.llm_options())
+        answer = consistent_answer(state["question"], [a for a, _ in drawn], equivalence)
+    reasoning = next(r for a, r in drawn if a == answer)  # that of the answer's first draw
+    return {"answer": answer, "reasoning": reasoning, "passages": evidence, "retrieved": ranked}
 
 
 def consistent_answer(question: str, answers: list[str], equivalence: Equivalence) -> str:

@@ -94,15 +94,10 @@ def test_graphs_export_the_shared_contract():
     from graphs.closed_book import graph as closed_book
     from graphs.rag import graph as rag
 
-    for graph in (closed_book, rag):
+    contract = {"answer", "disambiguations", "passages", "retrieved", "usage"}
+    for graph, own in ((closed_book, set()), (rag, {"reasoning"})):  # rag's: the short style's reasoning
         assert graph.get_input_jsonschema()["required"] == ["question"]
-        assert set(graph.get_output_jsonschema()["properties"]) == {
-            "answer",
-            "disambiguations",
-            "passages",
-            "retrieved",
-            "usage",
-        }
+        assert set(graph.get_output_jsonschema()["properties"]) == contract | own
 
 
 def test_arun_answers_concurrent_questions_on_one_event_loop(collection, scripted):
@@ -271,6 +266,7 @@ def test_rag_short_style_is_the_multi_hop_baseline_one_reasoned_call(collection,
                        first_stage="bm25", on_node=lambda n, u, s: nodes.append(n))  # fmt: skip
     assert nodes == ["retrieve", "short_answer"] and model.prompts() == ["rag_short"]
     assert result.answer == "4 November 2001" and result.disambiguations == [] and len(result.passages) == 3
+    assert result.extra == {"reasoning": "[1] dates the premiere."}  # the reasoning behind the short answer
     assert "[3] " in model.calls[0].user and result.usage.by_node["short_answer"].calls == 1
 
 

@@ -208,3 +208,14 @@ def test_ask_reads_a_passages_file_instead_of_retrieving(home, tmp_path):
     assert {p["id"] for p in json.loads(proc.stdout)["passages"]} == {"a", "p2"}
     file.write_text('{"text": "fine"}\nnot json\n')
     assert_one_line_error(cli("ask", question, "--llm", "fake", "--passages", str(file), home=home), ":2: not JSON")
+
+
+def test_ask_prints_the_reasoning_behind_a_short_answer_and_each_hops(home, collection):
+    ask = ("ask", "When did the Harry Potter film come out?", "-m", "sunar", "--set", "asu=false", "--llm", "fake")
+    proc = cli(*ask, "-c", collection, home=home)
+    assert proc.returncode == 0, proc.stderr
+    answer, hops = " ".join(proc.stdout.split()).split(" Hops ", 1)  # the terminal may wrap lines
+    assert answer.endswith("passage [1] is about Harry Potter and the Philosopher's Stone (film).")  # MER's reasoning
+    assert "hp-premiere] passage [1] is about" in hops  # each hop's own, under its cited passages
+    as_json = json.loads(cli(*ask, "-c", collection, "--json", home=home).stdout)
+    assert as_json["extra"]["reasoning"].startswith("passage [1] is about") and as_json["extra"]["hops"][0]["reasoning"]

@@ -212,9 +212,11 @@ def test_sunar_semantic_sets_per_batch_reach_the_row_and_the_summary(tmp_path):
     from graphs.sunar import Hop
 
     hops = [Hop(sub_question="a?", answer="x", semantic_sets=[1, 3]), Hop(sub_question="b?", answer="y")]
-    result = RunResult(question="q", method="sunar", answer="y", extra={"hops": hops})
-    assert details(result) == {"hops_count": 2, "hops.semantic_sets": [1, 3]}
+    result = RunResult(question="q", method="sunar", answer="y", extra={"hops": hops, "reasoning": "[2] says y."})
+    assert details(result) == {"hops_count": 2, "hops.semantic_sets": [1, 3]}  # reasoning is no label, however short
     assert [h["sub_question"] for h in records(result)["hops"]] == ["a?", "b?"]  # the path, to trace a row's answer
+    assert records(result)["reasoning"] == "[2] says y."  # and why MER answered what it did
+    assert "reasoning" not in records(result.model_copy(update={"extra": {"hops": hops, "reasoning": ""}}))
 
     rows = [
         {"method": "sunar", "id": str(i), "disambiguations": [], "metrics": {"em": 1.0},

@@ -88,10 +88,16 @@ def test_an_mcp_call_brings_its_own_passages(home, collection):
         own = await client.call_tool("ask_madam", {"question": QUESTION, "passages": given})
         bad = await client.call_tool("ask_rag", {"question": QUESTION, "passages": ["x" * 20_001]})
         closed = await client.call_tool("ask_closed_book", {"question": QUESTION, "passages": given})
-        return own, bad, closed
+        titled = [{"id": "hp", "title": "Harry Potter (film)", "text": given[0]}]
+        sunar = await client.call_tool(
+            "ask_sunar", {"question": QUESTION, "passages": titled, "options": {"asu": False}}
+        )
+        return own, bad, closed, sunar
 
-    own, bad, closed = _session(home, collection, calls)
+    own, bad, closed, sunar = _session(home, collection, calls)
     assert not own.is_error and {p["id"] for p in own.structured_content["passages"]} == {"p1", "p2"}
     assert own.structured_content["answers"] and "rejected_ids" in own.structured_content
     assert bad.is_error and "20,001 characters" in bad.content[0].text
     assert closed.is_error and "reads no passages" in closed.content[0].text
+    assert not sunar.is_error and sunar.structured_content["reasoning"] == "passage [1] is about Harry Potter (film)."
+    assert sunar.structured_content["hops"][0]["reasoning"]  # and each hop's, to check what the answer rests on

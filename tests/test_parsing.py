@@ -221,6 +221,17 @@ def test_a_reasoned_answer_is_read_from_its_last_answer_line():
         parse_final_answer("Reasoning: the passages name the capital")
 
 
+def test_a_reasoned_replys_reasoning_is_what_comes_before_its_answer_line():
+    from agent.llm.parsing import reasoning_of
+
+    reply = "Reasoning: Passage [1] gives 1889 for Leonard.\nPassage [2] gives 1894 for Hill.\nSo the answer is: Hill"
+    assert reasoning_of(reply) == "Passage [1] gives 1889 for Leonard. Passage [2] gives 1894 for Hill."
+    assert reasoning_of("**Reasoning:** x.\nAnswer: a\nSo the final answer is: b") == "x. Answer: a"  # the last line
+    assert reasoning_of("The passage names it.\n[Final Answer]: Velmora") == "The passage names it."
+    assert reasoning_of("Answer: Velmora") == ""  # a short reply: no reasoning
+    assert reasoning_of("Reasoning: the passages name the capital") == ""  # no answer line: not a reasoned reply
+
+
 def test_sentences_split_at_list_items_and_not_before_a_lower_case_word():
     text = 'The question "Who won? " can be read two ways:\n1. The 2001 race.\n2) The 2002 race\n- Both in Paris.'
     assert sentences(text) == [

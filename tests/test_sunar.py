@@ -262,6 +262,8 @@ def test_sunar_decomposes_retrieves_answers_and_reasons_over_the_path(planted, s
     assert set(path[0].semantic_sets) == {1}  # ten samples per batch with one answer: one semantic set, no judge
     assert [h.answer for h in path] == ["Velmora", "Ostra"] and result.disambiguations == []
     assert "velmora" in path[1].supporting_ids
+    assert [h.reasoning for h in path] == ["[1] names the capital.", "[1] names the river."]
+    assert result.extra["reasoning"] == "the path and [2] agree."  # MER's, without its label or answer line
     assert len(result.passages) <= 10 and {"zorbania", "velmora"} <= {p.id for p in result.passages}
     batches = len(path[0].semantic_sets) + len(path[1].semantic_sets)
     samples = [c for c in model.calls if c.prompt == "sunar_answer_sub" and c.kwargs["temperature"] == 0.3]
@@ -472,9 +474,11 @@ def test_answers_reason_step_by_step_and_the_short_style_stays_an_option(planted
     reasoned = agent.run(QUESTION, method="sunar", llm=name, collection=planted, asu=False, budget=4, retries=1)
     assert reasoned.extra["hops"][0].answer == "Velmora" and reasoned.answer == "Velmora"
     assert model.prompts().count("sunar_meta_reason") == 2
+    assert reasoned.extra["reasoning"] == ""  # the fallback answer has no reasoning of its own
     name, model = scripted(script)
     short = agent.run(QUESTION, method="sunar", llm=name, collection=planted, asu=False, budget=4, answer_style="short")
     assert short.answer == "Vienna" and "sunar_answer_sub" not in model.prompts()
+    assert short.extra["reasoning"] == "" and short.extra["hops"][0].reasoning == ""  # short answers: none
 
 
 def test_mer_samples_vote_and_answers_that_state_nothing_do_not(planted, scripted):
@@ -488,15 +492,17 @@ def test_mer_samples_vote_and_answers_that_state_nothing_do_not(planted, scripte
         })  # fmt: skip
         result = agent.run(QUESTION, method="sunar", llm=name, collection=planted, asu=False, budget=4,
                            temperature=0.0, max_concurrency=1, **options)  # fmt: skip
-        return result.answer, [c for c in model.calls if c.prompt == "sunar_meta_reason"]
+        return result, [c for c in model.calls if c.prompt == "sunar_meta_reason"]
 
-    answer, calls = run(["Ostra", "the Ostra.", "Vienna", "Ostra"])
-    assert len(calls) == 1 and answer == "Velmora"  # mer_samples=1 (the default): the one answer, no draws
-    answer, calls = run(["Ostra", "the Ostra.", "Vienna", "Ostra"], mer_samples=5)
-    assert answer == "Ostra"  # three of five outvote the first answer
+    result, calls = run(["Ostra", "the Ostra.", "Vienna", "Ostra"])
+    assert len(calls) == 1 and result.answer == "Velmora"  # mer_samples=1 (the default): the one answer, no draws
+    result, calls = run(["Ostra", "the Ostra.", "Vienna", "Ostra"], mer_samples=5)
+    assert result.answer == "Ostra"  # three of five outvote the first answer
+    assert result.extra["reasoning"] == "see [1]."  # the winning answer's reasoning, not the first answer's
     assert [c.kwargs["temperature"] for c in calls] == [0.0] + [0.3] * 4
     assert [c.kwargs["seed"] for c in calls] == [0, 100, 200, 300, 400]  # four draws, not one draw four times
-    answer, _ = run(["Ostra", "Vienna"], mer_samples=3)
-    assert answer == "Velmora"  # a tie of sets: the first answer's stands
-    answer, _ = run(["not specified", "unknown", "Not mentioned in the passages"], mer_samples=4)
-    assert answer == "Velmora"  # answers that state nothing do not vote
+    result, _ = run(["Ostra", "Vienna"], mer_samples=3)
+    assert result.answer == "Velmora"  # a tie of sets: the first answer's stands
+    assert result.extra["reasoning"] == "[1] names the capital."
+    result, _ = run(["not specified", "unknown", "Not mentioned in the passages"], mer_samples=4)
+    assert result.answer == "Velmora"  # answers that state nothing do not vote

@@ -364,7 +364,9 @@ def details(result: RunResult) -> dict[str, Any]:
     semantic-set count of every NAR batch)."""
     out: dict[str, Any] = {}
     for key, value in result.extra.items():
-        if isinstance(value, bool | int | float) or (isinstance(value, str) and len(value) <= 80):
+        if isinstance(value, bool | int | float) or (
+            isinstance(value, str) and len(value) <= 80 and key not in RECORDED
+        ):
             out[key] = value
         elif isinstance(value, list):
             out[f"{key}_count"] = len(value)
@@ -372,18 +374,22 @@ def details(result: RunResult) -> dict[str, Any]:
     return out
 
 
-RECORDED = ("answers", "rejected_ids", "conflicts", "hops")
+RECORDED = ("answers", "rejected_ids", "conflicts", "hops", "reasoning")
 
 
-def records(result: RunResult) -> dict[str, list[Any]]:
+def records(result: RunResult) -> dict[str, Any]:
     """The decisions a row's metrics read and a reader needs to trace it, as they are: MADAM's answers with their
     documents and its rejected documents, the conflict step's conflicts (answers, the kept ones, the rule that kept
-    them, the passages dropped), SUNAR's reasoning path (each hop's sub-question, answer and evidence)."""
-    return {
-        key: [item.model_dump() if isinstance(item, BaseModel) else item for item in result.extra[key]]
-        for key in RECORDED
-        if isinstance(result.extra.get(key), list)
-    }
+    them, the passages dropped), SUNAR's reasoning path (each hop's sub-question, answer, reasoning and evidence), and
+    the reasoning behind a short answer (SUNAR's MER, rag's ``answer_style=short``)."""
+    kept: dict[str, Any] = {}
+    for key in RECORDED:
+        value = result.extra.get(key)
+        if isinstance(value, list):
+            kept[key] = [item.model_dump() if isinstance(item, BaseModel) else item for item in value]
+        elif isinstance(value, str) and value:
+            kept[key] = value
+    return kept
 
 
 def _number_lists(key: str, items: list[Any]) -> dict[str, list[int | float]]:

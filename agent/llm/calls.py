@@ -22,7 +22,7 @@ from pydantic import BaseModel
 
 from agent.errors import ContextOverflowError, LLMCrashError, LLMError, LLMUnavailableError
 from agent.llm.factory import get_chat_model, json_response_format
-from agent.llm.parsing import ParseError
+from agent.llm.parsing import ParseError, reasoning_of
 from agent.llm.prompts import load_prompt, render
 from agent.llm.usage import call_usage, record
 from agent.schemas import NodeUsage
@@ -58,6 +58,11 @@ class Reply(Generic[T]):
     attempts: int = 1
     parsed: bool = True
     truncated: bool = False  # the accepted reply stopped at its max_tokens, not where the model ended it
+
+    @property
+    def reasoning(self) -> str:
+        """A step-by-step reply's reasoning before its answer line (``reasoning_of``); '' for a fallback."""
+        return reasoning_of(self.text) if self.parsed else ""
 
     def with_value(self, value: R) -> Reply[R]:
         """The same reply carrying a value derived from this one's (e.g. parsed pairs made into disambiguations)."""

@@ -397,6 +397,19 @@ _FINAL_LINE = re.compile(
 )
 
 
+_REASONING_LABEL = re.compile(r"^\**\s*reasoning\s*\**\s*:\s*\**\s*", re.IGNORECASE)
+
+
+def reasoning_of(text: str) -> str:
+    """A step-by-step reply's reasoning: what it says before its last answer line, without the ``Reasoning:`` label,
+    on one line ('' for a reply without an answer line or with nothing before it)."""
+    found = list(_FINAL_LINE.finditer(text))
+    if not found:
+        return ""
+    before = _REASONING_LABEL.sub("", text[: found[-1].start()].strip(), count=1)
+    return " ".join(before.split())
+
+
 def parse_final_answer(text: str) -> str:
     """A step-by-step reply's short answer: the last ``So the answer is: …`` (or ``[Final Answer]:``/``Answer:``)
     line; without one, the reply read as a short answer."""

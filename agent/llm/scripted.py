@@ -283,6 +283,13 @@ def _demo_short_answer(call: ScriptedCall) -> str:
     return f"Answer: {match.group(2) if match else 'unknown'}"
 
 
+def _demo_reasoned_answer(call: ScriptedCall) -> str:
+    match = _PASSAGE_LINE.search(call.user)
+    if not match:
+        return "Reasoning: no passage says.\nSo the answer is: unknown"
+    return f"Reasoning: passage [{match.group(1)}] is about {match.group(2)}.\nSo the answer is: {match.group(2)}"
+
+
 def _demo_relax(call: ScriptedCall) -> str:
     return " ".join(
         w
@@ -340,10 +347,10 @@ DEMO_SCRIPT: dict[str, Reply] = {
     "verify": _demo_verify,
     "toc_verify": _demo_toc_verify,
     "sunar_decompose": _demo_decompose,
-    "sunar_answer_sub": _demo_short_answer,
-    "rag_short": _demo_short_answer,
+    "sunar_answer_sub": _demo_reasoned_answer,
+    "rag_short": _demo_reasoned_answer,
     "sunar_answer_sub_short": _demo_short_answer,
-    "sunar_meta_reason": _demo_short_answer,
+    "sunar_meta_reason": _demo_reasoned_answer,
     "sunar_meta_reason_short": _demo_short_answer,
     "sunar_entails": "Yes",
     "verdict_relax": _demo_relax,

@@ -16,7 +16,7 @@ from agent.settings import get_settings
 if TYPE_CHECKING:
     from agent.threads import ClarifyResult
 
-STATE_FIELDS = ("route", "grade", "stop_reason", "relaxed_query", "rejected_ids")  # method fields worth returning
+STATE_FIELDS = ("route", "grade", "stop_reason", "relaxed_query", "rejected_ids", "reasoning")  # worth returning
 OWN_LISTS = ("hops", "answers")  # SUNAR's hops, MADAM's answers with their documents
 NEVER_FROM_A_CALL = frozenset({"llm", "collection"})
 CLARIFY = (

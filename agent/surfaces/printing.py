@@ -84,10 +84,12 @@ def print_asking(method: str, question: str) -> None:
 
 
 def print_result(result: RunResult) -> None:
-    """A run's answer on stdout, each disambiguation (SUNAR's hops, MADAM's answers) with the passages it cites, ToC's
-    tree; the costs on stderr."""
+    """A run's answer on stdout (and the reasoning behind a short answer), each disambiguation (SUNAR's hops, MADAM's
+    answers) with the passages it cites, ToC's tree; the costs on stderr."""
     out.print()
     out.print(escape(printable(result.answer)), highlight=False)
+    if result.extra.get("reasoning"):
+        out.print(f"[dim]{escape(printable(result.extra['reasoning']))}[/]", highlight=False)
     if result.disambiguations:
         out.print()
         for i, d in enumerate(result.disambiguations, 1):
@@ -96,6 +98,8 @@ def print_result(result: RunResult) -> None:
         out.print("\n[bold]Hops[/]", highlight=False)
         for i, hop in enumerate(result.extra["hops"], 1):
             print_pair(i, hop.sub_question, hop.answer, hop.supporting_ids)
+            if hop.reasoning:
+                out.print(f"     [dim]{escape(printable(hop.reasoning))}[/]", highlight=False)
     if "answers" in result.extra:
         out.print("\n[bold]Answers[/]", highlight=False)
         for i, supported in enumerate(result.extra["answers"], 1):
