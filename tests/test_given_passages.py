@@ -52,6 +52,14 @@ def test_texts_alone_get_ids_in_order_and_sunar_finds_neighbours_among_them():
     assert result.extra["hops"]
 
 
+@pytest.mark.parametrize("method", ["sunar", "rag"])
+def test_the_demo_model_answers_from_untitled_passages(method):
+    options = {"answer_style": "short"} if method == "rag" else {}
+    result = agent.run(QUESTION, method=method, llm="fake", collection=NO_COLLECTION, passages=TEXTS[:3], **options)
+    assert result.answer != "unknown" and result.answer in " ".join(TEXTS[:3])
+    assert result.answer in result.extra["reasoning"]
+
+
 @pytest.mark.parametrize(
     ("passages", "message"),
     [

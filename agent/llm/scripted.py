@@ -194,8 +194,17 @@ class ScriptedChatModel(BaseChatModel):
 
 # --- the demo script behind ``--llm fake``: plausible, deterministic replies derived from the prompt's input ---
 
-_PASSAGE_LINE = re.compile(r"^\[(\d+)\]\s*(.+?)\s*\|\s*(.+)$", re.MULTILINE)
+_PASSAGE_LINE = re.compile(r"^\[(\d+)\][ \t]*(.*?)[ \t]*\|[ \t]*(.+)$", re.MULTILINE)
 _FACT = re.compile(r"\b(?:1[5-9]|20)\d\d\b|\b[A-Z][a-z]+(?: [A-Z][a-z]+)+\b")
+
+
+def _subject(title: str, text: str) -> str:
+    """What a passage is about: its title, else (an untitled passage) the first fact or opening words of its text."""
+    if title:
+        return title
+    text = text.strip("«» ")
+    fact = _FACT.search(text)
+    return fact.group(0) if fact else " ".join(text.split()[:4]).rstrip(".,;:")
 
 
 def _question(call: ScriptedCall) -> str:
@@ -215,12 +224,13 @@ def _demo_extract(call: ScriptedCall) -> str:
     question = _question(call).rstrip("?")
     lines, seen = [], set()
     for _, title, text in _PASSAGE_LINE.findall(_retrieved(call)):
-        fact = _FACT.search(text)
+        title = _subject(title, text)
+        fact = next((f for f in _FACT.findall(text) if f != title), None)
         if title in seen or not fact:
             continue
         seen.add(title)
         n = len(seen)
-        lines += [f"DQ {n}: {question}, in the sense of {title}?", f"DA {n}: {fact.group(0)}"]
+        lines += [f"DQ {n}: {question}, in the sense of {title}?", f"DA {n}: {fact}"]
         if n == 3:
             break
     return "\n".join(lines) or "DQ 1: " + question + "?\nDA 1: unknown"
@@ -280,14 +290,15 @@ def _demo_decompose(call: ScriptedCall) -> str:
 
 def _demo_short_answer(call: ScriptedCall) -> str:
     match = _PASSAGE_LINE.search(call.user)
-    return f"Answer: {match.group(2) if match else 'unknown'}"
+    return f"Answer: {_subject(match.group(2), match.group(3)) if match else 'unknown'}"
 
 
 def _demo_reasoned_answer(call: ScriptedCall) -> str:
     match = _PASSAGE_LINE.search(call.user)
     if not match:
         return "Reasoning: no passage says.\nSo the answer is: unknown"
-    return f"Reasoning: passage [{match.group(1)}] is about {match.group(2)}.\nSo the answer is: {match.group(2)}"
+    subject = _subject(match.group(2), match.group(3))
+    return f"Reasoning: passage [{match.group(1)}] is about {subject}.\nSo the answer is: {subject}"
 
 
 def _demo_relax(call: ScriptedCall) -> str:
