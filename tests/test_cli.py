@@ -21,11 +21,15 @@ def assert_one_line_error(proc: subprocess.CompletedProcess, fragment: str) -> N
 
 
 def test_empty_question(home):
-    assert_one_line_error(cli("ask", "  ", "--llm", "fake", home=home), "the question is empty")
+    proc = cli("ask", "  ", "--llm", "fake", home=home)
+    assert_one_line_error(proc, "the question is empty")
+    assert len(proc.stderr.strip().splitlines()) == 1  # no "rag · " header before the error
 
 
 def test_oversized_question(home):
-    assert_one_line_error(cli("ask", "why " * 600, "--llm", "fake", home=home), "the limit is 2,000")
+    proc = cli("ask", "why " * 600, "--llm", "fake", home=home)
+    assert_one_line_error(proc, "the limit is 2,000")
+    assert "why why" not in proc.stderr  # the question is not echoed back
 
 
 def test_unknown_method(home):

@@ -75,7 +75,7 @@ def ask(
 ) -> None:
     """Answer QUESTION, showing each graph node as it finishes."""
     from agent.errors import AgentError
-    from agent.runner import run
+    from agent.runner import run, validate_question
 
     if clarify or resume:
         try:
@@ -86,9 +86,10 @@ def ask(
     if question is None:
         fail("give a QUESTION (or --resume THREAD)")
     options = _run_options(settings, top_k)
-    if not quiet:
-        printing.print_asking(method, question)
     try:
+        question = validate_question(question)  # before the header: a bad question is not echoed back
+        if not quiet:
+            printing.print_asking(method, question)
         if passages is not None:
             from agent.retrieval.passage_set import read_passages
 
