@@ -13,14 +13,13 @@ from langchain_core.language_models import BaseChatModel
 from langgraph.types import Command
 
 from agent.context import RunContext, make_context
-from agent.errors import CollectionError, ConfigError, InvalidQuestionError
+from agent.errors import CollectionError, ConfigError
 from agent.llm.factory import model_name, prewarm
 from agent.llm.usage import merge_usage
+from agent.questions import validate_question
 from agent.registry import load_graph
 from agent.retrieval.pipeline import search as pipeline_search
 from agent.schemas import Passage, RunResult
-from agent.settings import get_settings
-from agent.text import printable
 from agent.threads import ClarifyResult, Thread, Threads, open_threads
 
 if TYPE_CHECKING:
@@ -29,24 +28,6 @@ if TYPE_CHECKING:
 CONTRACT = {"question", "answer", "disambiguations", "passages", "retrieved", "usage"}
 
 NodeCallback = Callable[[str, dict[str, Any], float], None]
-
-
-def validate_question(question: Any) -> str:
-    if not isinstance(question, str) or not question.strip():
-        raise InvalidQuestionError(
-            "the question is empty: ask something, e.g. 'When did the Harry Potter film come out?'"
-        )
-    try:
-        question.encode("utf-8")
-    except UnicodeEncodeError:
-        raise InvalidQuestionError("the question is not valid UTF-8 text") from None
-    question = " ".join(printable(question).split())  # no terminal escapes or control characters
-    if not question:
-        raise InvalidQuestionError("the question holds only control characters")
-    limit = get_settings().max_question_chars
-    if len(question) > limit:
-        raise InvalidQuestionError(f"the question has {len(question):,} characters; the limit is {limit:,}")
-    return question
 
 
 def namespace_names(namespace: tuple[str, ...]) -> list[str]:

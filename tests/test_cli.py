@@ -32,6 +32,24 @@ def test_oversized_question(home):
     assert "why why" not in proc.stderr  # the question is not echoed back
 
 
+HEAVY = {"langchain_core", "langgraph", "chromadb", "torch", "onnxruntime", "sentence_transformers", "llama_cpp"}
+
+
+@pytest.mark.parametrize("args", [["--help"], ["ask", "  "], ["ask", "why " * 600]], ids=["help", "empty", "oversized"])
+def test_help_and_a_rejected_question_load_no_heavy_library(home, args):
+    """The CLI answers these in well under a second: nothing of the LLM, graph or store stack is imported for them."""
+    script = (
+        "import runpy, sys\n"
+        f"sys.argv = ['ambigqa', *{args!r}]\n"
+        "try:\n    runpy.run_module('agent', run_name='__main__')\nexcept SystemExit:\n    pass\n"
+        "print('loaded:', ' '.join(sorted({name.split('.')[0] for name in sys.modules})))"
+    )
+    env = {**os.environ, "AMBIGQA_HOME": str(home), "PYTHONPATH": os.getcwd()}
+    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=env, timeout=60)
+    loaded = set(proc.stdout.splitlines()[-1].removeprefix("loaded: ").split())
+    assert "agent" in loaded and not HEAVY & loaded, proc.stderr
+
+
 def test_unknown_method(home):
     assert_one_line_error(
         cli("ask", "Who?", "--method", "oracle", "--llm", "fake", home=home), "unknown method 'oracle'"

@@ -75,7 +75,7 @@ def ask(
 ) -> None:
     """Answer QUESTION, showing each graph node as it finishes."""
     from agent.errors import AgentError
-    from agent.runner import run, validate_question
+    from agent.questions import validate_question
 
     if clarify or resume:
         try:
@@ -87,7 +87,9 @@ def ask(
         fail("give a QUESTION (or --resume THREAD)")
     options = _run_options(settings, top_k)
     try:
-        question = validate_question(question)  # before the header: a bad question is not echoed back
+        question = validate_question(question)  # before the header and the heavy imports: a bad one fails at once
+        from agent.runner import run
+
         if not quiet:
             printing.print_asking(method, question)
         if passages is not None:
