@@ -40,11 +40,16 @@ def describe(method: str) -> str:
     return f"{DESCRIPTIONS[method]} Cost: {COSTS[method]}."
 
 
-def method_module(method: str) -> ModuleType:
-    """The module ``graphs.<method>``: its graph, context schema and nodes."""
+def known_method(method: str) -> str:
+    """``method``, or an ``UnknownMethodError`` that lists the methods (without importing any graph)."""
     if method not in METHODS:
         raise UnknownMethodError(f"unknown method '{method}': choose one of {', '.join(METHODS)}")
-    return importlib.import_module(f"graphs.{method}")
+    return method
+
+
+def method_module(method: str) -> ModuleType:
+    """The module ``graphs.<method>``: its graph, context schema and nodes."""
+    return importlib.import_module(f"graphs.{known_method(method)}")
 
 
 def load_graph(method: str) -> Any:

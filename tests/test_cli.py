@@ -35,7 +35,11 @@ def test_oversized_question(home):
 HEAVY = {"langchain_core", "langgraph", "chromadb", "torch", "onnxruntime", "sentence_transformers", "llama_cpp"}
 
 
-@pytest.mark.parametrize("args", [["--help"], ["ask", "  "], ["ask", "why " * 600]], ids=["help", "empty", "oversized"])
+@pytest.mark.parametrize(
+    "args",
+    [["--help"], ["ask", "  "], ["ask", "why " * 600], ["ask", "Who?", "-m", "oracle"], ["retrieve", " "]],
+    ids=["help", "empty", "oversized", "unknown-method", "retrieve-empty"],
+)
 def test_help_and_a_rejected_question_load_no_heavy_library(home, args):
     """The CLI answers these in well under a second: nothing of the LLM, graph or store stack is imported for them."""
     script = (
@@ -168,6 +172,12 @@ def test_eval_with_a_bad_setting_is_one_line_error(home, tmp_path):
         home=home,
     )
     assert_one_line_error(proc, "rag has no option top_kk")
+
+
+def test_eval_of_a_missing_dataset_says_only_that(home, tmp_path):
+    proc = cli("eval", "--dataset", str(tmp_path / "none.jsonl"), "--methods", "rag", "--out", str(tmp_path), home=home)
+    assert_one_line_error(proc, "none.jsonl does not exist")
+    assert "finished runs are kept" not in proc.stderr  # nothing ran, so no results file is pointed to
 
 
 def test_eval_keeps_checkpoints_and_replays_them_from_a_node(home, collection, tmp_path):

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 import typer
 
-from agent.registry import METHODS
+from agent.registry import METHODS, known_method
 from agent.surfaces import printing
 from agent.surfaces.printing import err, fail, log, out
 
@@ -88,6 +88,7 @@ def ask(
     options = _run_options(settings, top_k)
     try:
         question = validate_question(question)  # before the header and the heavy imports: a bad one fails at once
+        known_method(method)
         from agent.runner import run
 
         if not quiet:
@@ -201,11 +202,14 @@ def retrieve(
 ) -> None:
     """Show the passages the default retrieval pipeline finds for QUESTION (what rag reads), best first."""
     from agent.errors import AgentError
-    from agent.runner import search
+    from agent.questions import validate_question
 
     chosen = {"first_stage": first_stage, "reranker": reranker, "rerank_fusion": fusion}
     options = {k_: v for k_, v in chosen.items() if v is not None}
     try:
+        validate_question(question)  # a bad question fails before the retrieval stack loads
+        from agent.runner import search
+
         passages = search(question, k=k, collection=collection, **options)
     except AgentError as exc:
         fail(str(exc))
@@ -338,7 +342,8 @@ def eval_command(
     try:
         evaluate(config, log=log)
     except AgentError as exc:
-        fail(f"{exc} (finished runs are kept in {out / 'results.jsonl'})")
+        kept = out / "results.jsonl"
+        fail(f"{exc} (finished runs are kept in {kept})" if kept.is_file() else str(exc))
     except KeyboardInterrupt:
         fail(f"interrupted; finished runs are kept in {out / 'results.jsonl'} and a re-run resumes", 130)
     out_text = (out / "summary.md").read_text()
