@@ -2,6 +2,7 @@
 
 import json
 import os
+import socket
 import subprocess
 import sys
 
@@ -52,6 +53,17 @@ def test_help_and_a_rejected_question_load_no_heavy_library(home, args):
     proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=env, timeout=60)
     loaded = set(proc.stdout.splitlines()[-1].removeprefix("loaded: ").split())
     assert "agent" in loaded and not HEAVY & loaded, proc.stderr
+
+
+@pytest.mark.parametrize("command", [["serve", "--llm", "fake"], ["mcp", "--llm", "fake"]], ids=["serve", "mcp"])
+def test_a_taken_port_is_a_one_line_error_before_anything_starts(home, command):
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        proc = cli(*command, "--port", str(port), home=home)
+    assert_one_line_error(proc, f"cannot listen on 127.0.0.1:{port}: Address already in use; choose another --port")
+    assert len(proc.stderr.strip().splitlines()) == 1  # no banner, no uvicorn log
 
 
 def test_unknown_method(home):

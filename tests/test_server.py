@@ -202,6 +202,8 @@ def test_serve_passes_its_options_to_the_app_as_settings_not_through_the_environ
     monkeypatch.setattr("signal.signal", lambda *args: None)
     before = dict(os.environ)
     args = ["serve", "--llm", "fake", "-c", "tiny", "--collections", "other", "--api-key", "k", "--no-store-server"]
+    port = _free_port()  # serve checks that its port is free before it starts
+    args += ["--port", str(port)]
     try:
         result = CliRunner().invoke(app, args)
         assert result.exit_code == 0, result.output
@@ -215,7 +217,7 @@ def test_serve_passes_its_options_to_the_app_as_settings_not_through_the_environ
                 return (await client.get("/health", headers={"X-API-Key": "k"})).json()
 
         body = anyio.run(health)
-        assert body["llm"] == "fake" and body["collections"] == ["tiny", "other"] and served["port"] == 8000
+        assert body["llm"] == "fake" and body["collections"] == ["tiny", "other"] and served["port"] == port
     finally:
         get_settings.cache_clear()
 

@@ -271,6 +271,20 @@ def ingest(
     )
 
 
+def _require_free_port(host: str, port: int) -> None:
+    """Fail with one line, before anything starts, where HOST:PORT cannot be listened on (taken, or not an address
+    of this machine); the server would otherwise start its store and app first and then stop with a bind error."""
+    import socket
+
+    try:
+        family, kind, proto, _, address = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)[0]
+        with socket.socket(family, kind, proto) as probe:
+            probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as uvicorn binds: TIME_WAIT is no obstacle
+            probe.bind(address)
+    except OSError as exc:
+        fail(f"cannot listen on {host}:{port}: {exc.strerror or exc}; choose another --port")
+
+
 def _comma_list(value: str) -> list[str]:
     return [m.strip() for m in value.split(",") if m.strip()]
 
@@ -509,6 +523,7 @@ def serve(
     ),
 ) -> None:
     """Serve every graph over HTTP with LangServe (/METHOD/invoke, /batch, /stream, schemas), /health and /login."""
+    _require_free_port(host, port)
     import uvicorn
 
     from agent.errors import AgentError
@@ -568,6 +583,8 @@ def mcp(
     methods: str = typer.Option(",".join(METHODS), "--methods", help="comma-separated methods to expose"),
 ) -> None:
     """Serve every method as an MCP tool (ask_rag, ask_diva, ...) over stdio, or streamable HTTP on loopback."""
+    if port is not None:
+        _require_free_port("127.0.0.1", port)
     from agent.errors import AgentError
     from agent.registry import load_graph
     from agent.surfaces.mcp_server import build_server
