@@ -274,6 +274,7 @@ def ingest(
 def _require_free_port(host: str, port: int) -> None:
     """Fail with one line, before anything starts, where HOST:PORT cannot be listened on (taken, or not an address
     of this machine); the server would otherwise start its store and app first and then stop with a bind error."""
+    import errno
     import socket
 
     try:
@@ -282,7 +283,8 @@ def _require_free_port(host: str, port: int) -> None:
             probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as uvicorn binds: TIME_WAIT is no obstacle
             probe.bind(address)
     except OSError as exc:
-        fail(f"cannot listen on {host}:{port}: {exc.strerror or exc}; choose another --port")
+        option = "--port" if exc.errno == errno.EADDRINUSE else "--host"
+        fail(f"cannot listen on {host}:{port}: {exc.strerror or exc}; choose another {option}")
 
 
 def _comma_list(value: str) -> list[str]:
