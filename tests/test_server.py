@@ -189,6 +189,14 @@ def test_load_refuses_targets_off_this_machine():
         run_load("http://10.0.0.1:8000")
 
 
+def test_load_at_a_port_where_no_server_listens_says_so():
+    from agent.errors import ConfigError
+    from agent.surfaces.loadtest import run_load
+
+    with pytest.raises(ConfigError, match="no server answers at http://127.0.0.1:.*start one with `ambigqa serve`"):
+        run_load(f"http://127.0.0.1:{_free_port()}", requests=2)
+
+
 def test_serve_passes_its_options_to_the_app_as_settings_not_through_the_environment(home, monkeypatch):
     import anyio
     import uvicorn

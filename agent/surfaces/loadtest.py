@@ -35,6 +35,16 @@ def _require_loopback(url: str) -> None:
         raise ConfigError(f"load tests only target this machine (127.0.0.0/8, ::1, localhost), not '{host}'")
 
 
+def _require_server(url: str) -> None:
+    """A burst at nothing would report every request as failed; say instead that no server answers there."""
+    try:
+        httpx.get(f"{url}/health", timeout=10)
+    except httpx.HTTPError as exc:
+        raise ConfigError(
+            f"no server answers at {url} ({type(exc).__name__}): start one with `ambigqa serve`"
+        ) from None
+
+
 async def _load(
     url: str, method: str, requests: int, concurrency: int, question: str, timeout: float, api_key: str | None
 ) -> LoadReport:
@@ -78,4 +88,5 @@ def run_load(
     _require_loopback(url)
     if not 1 <= requests <= 1000:
         raise ConfigError("requests must be between 1 and 1000")
+    _require_server(url.rstrip("/"))
     return asyncio.run(_load(url.rstrip("/"), method, requests, min(concurrency, requests), question, timeout, api_key))
