@@ -49,7 +49,8 @@ def known_method(method: str) -> str:
 
 def method_module(method: str) -> ModuleType:
     """The module ``graphs.<method>``: its graph, context schema and nodes."""
-    return importlib.import_module(f"graphs.{known_method(method)}")
+    method = known_method(method)
+    return importlib.import_module(f"graphs.{method}")
 
 
 def load_graph(method: str) -> Any:
