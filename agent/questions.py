@@ -1,4 +1,5 @@
-"""The one check every surface runs on a question before anything heavy loads (CLI, API, server, MCP, tools)."""
+"""The check every question passes before a method runs (CLI, API, server, MCP, tools). It imports nothing of the
+LLM, graph or store stack, so the CLI rejects a bad question at once."""
 
 from __future__ import annotations
 
