@@ -115,7 +115,7 @@ def test_unknown_method_fails_before_any_run(dataset, tmp_path):
 
 
 def test_the_all_suite_runs_each_bench_where_the_data_has_what_it_needs(tmp_path, monkeypatch):
-    from agent.errors import ConfigError
+    from agent.errors import ConfigError, UnknownMethodError
     from agent.eval import bench
 
     called: dict[str, object] = {}
@@ -132,6 +132,12 @@ def test_the_all_suite_runs_each_bench_where_the_data_has_what_it_needs(tmp_path
     hotpot = tmp_path / "hotpot.jsonl"
     hotpot.write_text("".join(json.dumps({"id": f"h{i}", "question": f"Q{i}?", "answers": ["a"],
                                           "supporting_ids": ["p"]}) + "\n" for i in range(5)))  # fmt: skip
+    with pytest.raises(ConfigError, match="corpus file .*corpus.jsonl does not exist"):
+        bench.run_bench(tmp_path / "corpus.jsonl", hotpot, "c", ["rag"], log=lambda _: None)
+    (tmp_path / "corpus.jsonl").write_text(json.dumps({"id": "p", "title": "P", "text": "a"}) + "\n")
+    with pytest.raises(UnknownMethodError, match="unknown method 'oracle'"):
+        bench.run_bench(tmp_path / "corpus.jsonl", hotpot, "c", ["rag", "oracle"], log=lambda _: None)
+    assert called == {}  # both fail before anything is ingested or timed
     results = bench.run_bench(tmp_path / "corpus.jsonl", hotpot, "c", ["rag"], questions=2, log=lambda _: None,
                               nar_questions=2, nar_offset=1)  # fmt: skip
     assert list(results) == ["ingest", "retrieval", "orchestration", "nar_recall"]  # no gold interpretations: no oracle

@@ -30,6 +30,7 @@ from agent.eval.bench_retrieval import (
     retrieval_suite,
 )
 from agent.eval.datasets import Example, load_examples
+from agent.registry import known_method
 
 SECTIONS: dict[str, Callable[[dict[str, Any]], list[str]]] = {
     "ingest": format_ingest,
@@ -64,6 +65,7 @@ def run_bench(
 ) -> dict[str, Any]:
     """``all``: the everyday figures (``all_suite``); ``retrieval``: every first stage × re-ranker on the first
     ``limit`` questions; ``ingest``: both embedding backends on the first ``limit`` passages (``ingest_suite``)."""
+    _check_inputs(suite, corpus, methods)
     if suite == "ingest":
         return {"ingest": ingest_suite(corpus, dataset, limit, vectors, log=log)}
     examples = load_examples(dataset, limit)
@@ -80,8 +82,6 @@ def run_bench(
             log=log,
         )
         return {"retrieval_suite": results}
-    if suite != "all":
-        raise ConfigError(f"unknown suite '{suite}': use all, retrieval or ingest")
     return all_suite(
         corpus,
         collection,
@@ -95,6 +95,17 @@ def run_bench(
         nar_options=nar_options,
         log=log,
     )
+
+
+def _check_inputs(suite: str, corpus: Path, methods: list[str]) -> None:
+    """What would otherwise fail only after minutes of ingest and timing: an unknown suite or method, a missing corpus."""
+    if suite not in ("all", "retrieval", "ingest"):
+        raise ConfigError(f"unknown suite '{suite}': use all, retrieval, ingest or scale")
+    if not corpus.is_file():
+        raise ConfigError(f"corpus file {corpus} does not exist")
+    if suite == "all":
+        for method in methods:
+            known_method(method)
 
 
 def all_suite(
