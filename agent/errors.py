@@ -64,3 +64,7 @@ class ReplayError(AgentError):
 
 class UnknownThreadError(AgentError, LookupError):
     """No clarify thread of that id waits for a choice: never started, or already answered."""
+
+
+class ThreadBusyError(AgentError):
+    """Another request is already resuming this clarify thread: exactly one resume runs (HTTP 409)."""

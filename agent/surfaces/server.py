@@ -24,6 +24,7 @@ from agent.errors import (
     LLMError,
     LLMUnavailableError,
     StoreError,
+    ThreadBusyError,
     UnknownThreadError,
 )
 from agent.registry import METHODS, load_graph
@@ -137,7 +138,7 @@ def _events(namespace: tuple[str, ...], chunk: dict) -> Iterator[dict]:
 
 
 STATUS = [  # most specific first
-    (InvalidQuestionError, 422), (ConfigError, 422), (CollectionError, 404), (UnknownThreadError, 404), (StoreError, 503),
+    (InvalidQuestionError, 422), (ConfigError, 422), (CollectionError, 404), (UnknownThreadError, 404), (ThreadBusyError, 409), (StoreError, 503),
     (LLMUnavailableError, 503), (LLMError, 502), (AgentError, 500),
 ]  # fmt: skip
 
