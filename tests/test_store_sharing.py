@@ -1,12 +1,15 @@
 """One store, two processes: a running server and an `ingest` beside it (Chroma's embedded store is single-process,
-so `serve` runs it as a loopback Chroma server that other processes find and use)."""
+so `serve` runs it as a loopback Chroma server that other processes find and use, and that answers only the holders of
+its per-run token)."""
 
 import json
 import os
+import stat
 import subprocess
 import sys
 
 import httpx
+import pytest
 
 from tests.test_server import _start
 
@@ -34,7 +37,13 @@ def test_a_running_server_answers_from_collections_another_process_ingests(serve
     registration = served_home / "chroma" / ".server.json"
     proc, base = _start(served_home, "tiny", "--collections", "tiny,fresh,twice")
     try:
-        assert json.loads(registration.read_text())["url"].startswith("http://127.0.0.1:")
+        entry = json.loads(registration.read_text())
+        assert entry["url"].startswith("http://127.0.0.1:") and stat.S_IMODE(registration.stat().st_mode) == 0o600
+        listed = f"{entry['url']}/api/v2/tenants/default_tenant/databases/default_database/collections"
+        assert httpx.get(listed, timeout=10).status_code == 403  # a local process without the token
+        assert httpx.get(listed, headers={"X-Chroma-Token": "guess"}, timeout=10).status_code == 403
+        held = httpx.get(listed, headers={"X-Chroma-Token": entry["token"]}, timeout=10)
+        assert held.status_code == 200 and "tiny" in {c["name"] for c in held.json()}
         corpus = tmp_path / "fresh.jsonl"
         corpus.write_text(json.dumps(FRESH[0]) + "\n")
         first = _ingest(served_home, corpus, "fresh")
@@ -77,3 +86,49 @@ def test_a_cold_process_survives_a_first_concurrent_burst(served_home):
     for _ in range(2):  # a fresh process meets its first burst cold: twice, as a race need not show every time
         proc = subprocess.run([sys.executable, "-c", COLD_BURST], env=env, capture_output=True, text=True, timeout=300)
         assert proc.returncode == 0 and proc.stdout.strip() == "6", proc.stderr[-2000:]
+
+
+OPEN = {f"/api/{v}{end}" for v in ("v1", "v2") for end in ("", "/version", "/heartbeat", "/pre-flight-checks")}
+BODIES = {  # a valid body for each kind of write or read, so a refusal cannot be a validation error's
+    "add": {"ids": ["planted"], "embeddings": [[0.0, 0.0, 1.0]], "documents": ["planted text"]},
+    "upsert": {"ids": ["a"], "embeddings": [[0.0, 0.0, 1.0]], "documents": ["planted text"]},
+    "update": {"ids": ["a"], "documents": ["planted text"]},
+    "get": {"ids": ["a"], "include": ["documents"]},
+    "delete": {"ids": ["a"]},
+    "query": {"query_embeddings": [[0.1, 0.2, 0.3]], "n_results": 1, "include": ["documents"]},
+}
+
+
+def test_the_store_server_answers_no_request_without_its_token(tmp_path):
+    """Every route of the store server, with a valid request and no token: a 403 from all but the heartbeat, version
+    and pre-flight routes; the collection is unchanged and its text never leaves the server."""
+    import chromadb
+    from chromadb.config import Settings as ChromaSettings
+    from chromadb.errors import ChromaAuthError
+
+    from agent.retrieval.store_server import TOKEN_HEADER, StoreServer
+
+    with StoreServer(tmp_path / "chroma") as server:
+        port = int(server.url.rsplit(":", 1)[1])
+        settings = ChromaSettings(anonymized_telemetry=False)
+        owner = chromadb.HttpClient(
+            host="127.0.0.1", port=port, headers={TOKEN_HEADER: server.token}, settings=settings
+        )
+        kept = owner.create_collection("kept", embedding_function=None)
+        kept.add(ids=["a"], embeddings=[[0.1, 0.2, 0.3]], documents=["secret text"])
+        names = {"tenant": "default_tenant", "database": "default_database", "database_name": "default_database",
+                 "collection_id": str(kept.id), "collection_name": "kept", "function_name": "f"}  # fmt: skip
+        answered = {}
+        for path, operations in httpx.get(f"{server.url}/openapi.json", timeout=10).json()["paths"].items():
+            for method in operations:
+                body = BODIES.get(path.rsplit("/", 1)[-1], {"name": "planted"})
+                r = httpx.request(method, server.url + path.format(**names), json=body, timeout=30)
+                answered[method.upper(), path] = r.status_code
+                assert "secret text" not in r.text, (method, path)
+        assert {key: status for key, status in answered.items() if key[1] not in OPEN and status != 403} == {}
+        assert {status for (_, path), status in answered.items() if path in OPEN} == {200}
+        with pytest.raises(ChromaAuthError):  # Chroma's own client, without the token
+            chromadb.HttpClient(host="127.0.0.1", port=port, settings=settings).list_collections()
+        got = kept.get(include=["documents"])
+        assert got["ids"] == ["a"] and got["documents"] == ["secret text"]
+        assert [c.name for c in owner.list_collections()] == ["kept"]

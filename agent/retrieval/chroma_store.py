@@ -19,6 +19,7 @@ from agent.errors import CollectionError
 from agent.retrieval.embeddings import collection_backend
 from agent.retrieval.sparse_index import SparseIndex
 from agent.retrieval.store import Neighbours, Row, Store, Writer
+from agent.retrieval.store_server import SERVER_FILE, TOKEN_HEADER, Registration, registration
 from agent.schemas import Passage
 from agent.settings import Settings, get_settings
 
@@ -31,14 +32,15 @@ PAGE_SIZE = 5000  # rows per Chroma get(): large collections are read in pages
 _client_lock = threading.Lock()
 
 
-def _client(path: str | None, url: str | None) -> ClientAPI:
+def _client(path: str | None, url: str | None, token: str | None = None) -> ClientAPI:
     """One client per store, created once even when the first requests arrive together (Chroma's setup races)."""
     with _client_lock:
-        return _new_client(path, url)
+        return _new_client(path, url, token)
 
 
 @lru_cache(maxsize=8)
-def _new_client(path: str | None, url: str | None) -> ClientAPI:
+def _new_client(path: str | None, url: str | None, token: str | None) -> ClientAPI:
+    """The embedded store at ``path``, or the Chroma server at ``url`` (sending ``token``, the store server's)."""
     import chromadb
     from chromadb.config import Settings as ChromaSettings
 
@@ -50,6 +52,7 @@ def _new_client(path: str | None, url: str | None) -> ClientAPI:
                 host=parsed.hostname or "localhost",
                 port=parsed.port or (443 if parsed.scheme == "https" else 8000),
                 ssl=parsed.scheme == "https",
+                headers={TOKEN_HEADER: token} if token else None,
                 settings=chroma_settings,
             )
         except ValueError as exc:  # chromadb's "Could not connect to a Chroma server"
@@ -60,29 +63,35 @@ def _new_client(path: str | None, url: str | None) -> ClientAPI:
     return chromadb.PersistentClient(path=path, settings=chroma_settings)
 
 
-_registrations: dict[str, tuple[float, str | None]] = {}
+_registrations: dict[str, tuple[float, Registration | None]] = {}
 
 
 def get_client(settings: Settings | None = None) -> ClientAPI:
     """The Chroma client for the configured store: ``AMBIGQA_CHROMA_URL``, else the Chroma server a running ``serve``
-    registered for the store's folder (``store_server``), else the embedded store itself."""
+    registered for the store's folder (``store_server``, reached with the token it registered), else the embedded
+    store itself."""
     settings = settings or get_settings()
+    found = _registration(settings.chroma_path)
     if settings.chroma_url:
-        return _client(None, settings.chroma_url)
+        token = found.token if found and found.url == settings.chroma_url else None
+        return _client(None, settings.chroma_url, token)
     settings.chroma_path.mkdir(parents=True, exist_ok=True)
-    url = _registered(settings.chroma_path)
-    return _client(None, url) if url else _client(str(settings.chroma_path), None)
+    return _client(None, found.url, found.token) if found else _client(str(settings.chroma_path), None)
 
 
-def _registered(path: Path, ttl: float = 5.0) -> str | None:
-    from agent.retrieval.store_server import SERVER_FILE, registered_url
+def _registered(path: Path) -> str | None:
+    """The URL of the store server registered for ``path``, if one runs."""
+    found = _registration(path)
+    return found.url if found else None
 
+
+def _registration(path: Path, ttl: float = 5.0) -> Registration | None:
     key = str(path)
-    checked, url = _registrations.get(key, (0.0, None))
+    checked, found = _registrations.get(key, (0.0, None))
     if time.monotonic() - checked > ttl:
-        url = registered_url(path) if (path / SERVER_FILE).exists() else None
-        _registrations[key] = (time.monotonic(), url)
-    return url
+        found = registration(path) if (path / SERVER_FILE).exists() else None
+        _registrations[key] = (time.monotonic(), found)
+    return found
 
 
 def sparse_path(name: str, settings: Settings) -> Path:
