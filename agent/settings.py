@@ -2,12 +2,55 @@
 
 from __future__ import annotations
 
+import re
 from functools import lru_cache
 from pathlib import Path
 from typing import Any, Literal
+from urllib.parse import unquote
 
-from pydantic import Field
+from pydantic import Field, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
+
+from agent.errors import StoreError
+
+DATABASE_SCHEMES = ("postgresql://", "postgres://")  # the URI forms libpq reads
+_USERINFO_PASSWORD = re.compile(r"(?<=://)[^:/?#@]*:(?P<password>.*)@(?=[^@]*$)", re.DOTALL)  # up to the last '@'
+_QUERY_PASSWORD = re.compile(r"(?<=[?&]password=)(?P<password>[^&#]*)", re.IGNORECASE)
+
+
+def _passwords(url: str) -> set[str]:
+    """Every password ``url`` carries (in its user info or its query), as written and percent-decoded."""
+    found = {m["password"] for pattern in (_USERINFO_PASSWORD, _QUERY_PASSWORD) for m in pattern.finditer(url)}
+    return {form for password in found for form in (password, unquote(password)) if form}
+
+
+def redact(text: str, url: str) -> str:
+    """``text`` (an error, a log line, the URL itself) with every password of the database URL ``url`` as ``***``."""
+    for password in sorted(_passwords(url), key=len, reverse=True):
+        text = text.replace(password, "***")
+    return text
+
+
+def check_database_url(url: str) -> str:
+    """``url`` if libpq reads it as a PostgreSQL URL; else a one-line ``StoreError`` showing it without its password
+    (a ``StoreError``, not a ``ValueError``: pydantic would quote the URL whole in its validation error)."""
+    shown = redact(url, url)
+    if not url.startswith(DATABASE_SCHEMES):
+        raise StoreError(
+            f"the database URL {shown!r} (AMBIGQA_DATABASE_URL or --store) is not a PostgreSQL URL: write "
+            "postgresql://USER:PASSWORD@HOST:5432/DATABASE"
+        )
+    import psycopg
+    from psycopg.conninfo import conninfo_to_dict
+
+    try:
+        conninfo_to_dict(url)
+    except psycopg.Error as exc:
+        reason = " ".join(str(exc).split()) or type(exc).__name__
+        raise StoreError(
+            f"the database URL {shown!r} (AMBIGQA_DATABASE_URL or --store) cannot be read: {redact(reason, url)}"
+        ) from None
+    return url
 
 
 class Settings(BaseSettings):
@@ -21,6 +64,7 @@ class Settings(BaseSettings):
     database_url: str | None = Field(
         default=None,
         description="PostgreSQL (with pgvector) URL for passages and clarify threads; unset = embedded Chroma and SQLite",
+        repr=False,  # it may carry a password
     )
     hnsw_ef_search: int = Field(
         default=400,
@@ -54,7 +98,7 @@ class Settings(BaseSettings):
     )
 
     openai_base_url: str | None = None
-    openai_api_key: str | None = None
+    openai_api_key: str | None = Field(default=None, repr=False)
     openai_model: str = "gpt-4o-mini"
 
     fake_latency: float = Field(default=0.0, description="seconds each call of the `fake` model sleeps (load tests)")
@@ -76,6 +120,11 @@ class Settings(BaseSettings):
     max_passage_words: int = Field(
         default=300, ge=20, description="words of a passage shown to the LLM (a few ASQA passages run to 5,000)"
     )
+
+    @field_validator("database_url")
+    @classmethod
+    def _database_url(cls, url: str | None) -> str | None:
+        return check_database_url(url) if url else url
 
     @property
     def chroma_path(self) -> Path:

@@ -10,7 +10,7 @@ from importlib.resources import as_file
 from agent.errors import CollectionError
 from agent.resources import data_file
 from agent.retrieval.embeddings import MiniLMEmbeddingFunction
-from agent.retrieval.store import Store
+from agent.retrieval.store import Store, check_name
 from agent.settings import Settings, get_settings
 
 DEMO_COLLECTION = "demo"
@@ -32,7 +32,9 @@ def open_store(name: str | None = None, settings: Settings | None = None) -> Sto
 
 
 def open_collection(name: str, settings: Settings) -> Store:
-    """The collection ``name``, empty or not; a missing one is a ``CollectionError``."""
+    """The collection ``name``, empty or not; a missing one, or a name no collection can have, is a
+    ``CollectionError``."""
+    check_name(name, CollectionError)
     if settings.database_url:
         from agent.retrieval.postgres_store import PostgresStore
 

@@ -4,7 +4,10 @@ Passages are stored under a hash of their content with their document id beside 
 file is a no-op, an edited passage (same id, new text) replaces its old version, an unchanged one under a new id is
 relabelled, and ``prune`` removes passages whose id left the file. Document ids are unique in a collection: an id
 the file lists with several texts (ASQA's pool has 214) is stored as ``ID``, ``ID#2``, … in the file's order, so
-retrieval, fusion and citations never mistake one passage for another. Nothing proportional to the corpus is held in
+retrieval, fusion and citations never mistake one passage for another. A text is stored once: a later id with the
+same title and text as an earlier one is left out, and the report names it. Each batch removes every stored version
+of its ids other than the file's (in the same transaction as the new ones on PostgreSQL), so an old version a killed
+run left beside its new one goes with the next run. Nothing proportional to the corpus is held in
 memory: the file is read twice (validation, then one batch at a time), each batch asks the store which of its
 passages are stored already, and ``prune`` keeps the file's ids in a temporary SQLite file. A killed ingest resumes
 where it stopped: a re-run skips what is stored. One ingest per collection at a time (``Writer.locked``). With
@@ -52,6 +55,8 @@ class IngestReport(BaseModel):
     renamed: int = 0  # passages stored as ID#2, ID#3, …: their id is listed earlier in the file with another text
     relabelled: int = 0  # stored passages given a new id (nothing re-embedded)
     removed: int = 0  # old versions replaced, and with prune, passages that left the file
+    dropped: int = 0  # records left out: an earlier id of the file has the same title and text
+    dropped_ids: list[tuple[str, str]] = []  # (id left out, the id its text is stored under), the first few
     backend: Backend = "torch"  # the encoder the collection is embedded with
     index_seconds: float = 0.0  # of the seconds: building indexes after the load (PostgreSQL's first load)
 
@@ -66,6 +71,10 @@ class IngestReport(BaseModel):
             changes.append(f"{self.relabelled} given a new id")
         if self.renamed:
             changes.append(f"{self.renamed} stored as ID#2, … (an id listed before with another text)")
+        if self.dropped:
+            pairs = ", ".join(f"{left!r} as {kept!r}" for left, kept in self.dropped_ids)
+            more = ", …" if self.dropped > len(self.dropped_ids) else ""
+            changes.append(f"{self.dropped} left out, their title and text stored under an earlier id ({pairs}{more})")
         return changes
 
     def summary(self) -> str:
@@ -159,7 +168,8 @@ def ingest(
     total = count_records(path)
     settings = settings or get_settings()
     writer = open_writer(collection, usable(settings.embeddings), settings)
-    tally: dict[str, Any] = {"added": 0, "skipped": 0, "updated": 0, "removed": 0, "renamed": 0, "relabelled": 0}
+    tally: dict[str, Any] = {"added": 0, "skipped": 0, "updated": 0, "removed": 0, "renamed": 0, "relabelled": 0,
+                             "dropped": 0, "dropped_ids": []}  # fmt: skip
     bar = None
     if progress:
         from tqdm import tqdm
@@ -174,8 +184,8 @@ def ingest(
                 supplied = _match(next(given, None), batch, Path(vectors)) if given else None
                 if supplied is not None and check_vectors and number == 0:
                     _check_vectors(batch, supplied, writer.backend)
-                batch = scratch.distinct(batch, tally)
-                _sync(writer, batch, supplied, tally)
+                batch, kept = scratch.distinct(batch, tally)
+                _sync(writer, batch, None if supplied is None else supplied[kept], tally)
                 if prune:
                     scratch.add([r.id for r in batch])
                 if bar:
@@ -230,29 +240,36 @@ def _check_vectors(batch: list[CorpusRecord], vectors: np.ndarray, backend: Back
 
 
 def _sync(writer: Writer, batch: list[CorpusRecord], supplied: np.ndarray | None, tally: dict[str, Any]) -> None:
-    """Store the batch's new passages, then remove the older versions of their ids (a reader never sees a gap); a
-    stored passage whose id changed is relabelled."""
-    unique = {content_id(r.title, r.text): i for i, r in enumerate(batch)}  # duplicates within the batch collapse
+    """Store the batch's new passages and remove every other stored version of its ids (``Writer.replace``: the new
+    first, so a reader never sees a gap); a stored passage whose id changed is relabelled. Old versions are looked up
+    for every id of the batch, new text or not: one a killed run left beside its new version goes now."""
+    unique = {content_id(r.title, r.text): i for i, r in enumerate(batch)}  # a repeated record collapses
     stored = writer.stored_ids(list(unique))
     moved = {key: batch[i].id for key, i in unique.items() if key in stored and stored[key] != batch[i].id}
     writer.relabel(moved)
     tally["relabelled"] += len(moved)
     todo = [(key, i) for key, i in unique.items() if key not in stored]
     tally["skipped"] += len(batch) - len(todo)
-    if not todo:
+    current = {batch[i].id: key for key, i in unique.items()}
+    stale = [(key, doc) for key, doc in writer.versions(list(current)) if current[doc] != key]
+    if not todo and not stale:
         return
     new = [batch[i] for _, i in todo]
-    vectors = (
-        supplied[[i for _, i in todo]]
-        if supplied is not None
-        else embed([titled_text(r.title, r.text) for r in new], backend=writer.backend)
-    )
-    older = [(key, doc) for key, doc in writer.versions([r.id for r in new]) if key not in unique]
-    writer.add([Row(key, r.id, r.title, r.text, r.source, vector) for (key, _), r, vector in zip(todo, new, vectors)])
-    writer.delete([key for key, _ in older])
+    vectors = _vectors(new, None if supplied is None else supplied[[i for _, i in todo]], writer.backend)
+    rows = [Row(key, r.id, r.title, r.text, r.source, vector) for (key, _), r, vector in zip(todo, new, vectors)]
+    writer.replace(rows, [key for key, _ in stale])
     tally["added"] += len(todo)
-    tally["updated"] += len({doc for _, doc in older})
-    tally["removed"] += len(older)
+    tally["updated"] += len({doc for _, doc in stale} & {r.id for r in new})
+    tally["removed"] += len(stale)
+
+
+def _vectors(new: list[CorpusRecord], supplied: np.ndarray | None, backend: Backend) -> np.ndarray:
+    """The new passages' vectors: the ones given, else embedded (their titled text)."""
+    if supplied is not None:
+        return supplied
+    if not new:
+        return np.zeros((0, EMBEDDING_DIM), dtype=np.float32)
+    return embed([titled_text(r.title, r.text) for r in new], backend=backend)
 
 
 class _Scratch:
@@ -265,16 +282,20 @@ class _Scratch:
             self.db.execute(f"CREATE TABLE {table} ({column} TEXT PRIMARY KEY) WITHOUT ROWID")
         self.db.execute("CREATE TABLE names (name TEXT PRIMARY KEY, id TEXT, key TEXT) WITHOUT ROWID")
         self.db.execute("CREATE INDEX given ON names (id, key)")
+        self.db.execute("CREATE INDEX holder ON names (key)")
 
-    def distinct(self, batch: list[CorpusRecord], tally: dict[str, Any]) -> list[CorpusRecord]:
-        """The batch with each record under its id in the collection: the file's id, or for a text that id was
-        already given earlier in the file, the first of ``ID#2``, ``ID#3``, … not yet taken (a repeated record keeps
-        the name it got)."""
-        out = []
+    def distinct(self, batch: list[CorpusRecord], tally: dict[str, Any]) -> tuple[list[CorpusRecord], list[int]]:
+        """The batch's records under their ids in the collection, and their positions in it: the file's id, or for a
+        text that id was already given earlier in the file, the first of ``ID#2``, ``ID#3``, … not yet taken (a
+        repeated record keeps the name it got). A record whose title and text another id holds is left out (one
+        content key, one stored passage) and counted in ``tally``."""
+        out, kept = [], []
         with self.db:
-            for record in batch:
+            for position, record in enumerate(batch):
                 key = content_id(record.title, record.text)
                 given = self.db.execute("SELECT name FROM names WHERE id = ? AND key = ?", (record.id, key)).fetchone()
+                if not given and self._held(record.id, key, tally):
+                    continue
                 name = given[0] if given else self._free(record.id)
                 if not given:
                     self.db.execute("INSERT INTO names VALUES (?, ?, ?)", (name, record.id, key))
@@ -282,7 +303,18 @@ class _Scratch:
                     tally["renamed"] += 1
                     record = record.model_copy(update={"id": name})
                 out.append(record)
-        return out
+                kept.append(position)
+        return out, kept
+
+    def _held(self, id_: str, key: str, tally: dict[str, Any], examples: int = 3) -> bool:
+        """Whether an earlier id of the file holds this content; if so, counted in ``tally`` as left out."""
+        holder = self.db.execute("SELECT name FROM names WHERE key = ? LIMIT 1", (key,)).fetchone()
+        if holder is None:
+            return False
+        tally["dropped"] += 1
+        if len(tally["dropped_ids"]) < examples:
+            tally["dropped_ids"].append((id_, holder[0]))
+        return True
 
     def _free(self, id_: str) -> str:
         name, copy = id_, 1

@@ -148,8 +148,18 @@ def read_passages(path: Path) -> list[Passage]:
     string), checked as ``given_passages`` does; a missing file or a bad line is an ``InvalidPassagesError``."""
     if not path.is_file():
         raise InvalidPassagesError(f"passages file {path} does not exist")
-    lines = enumerate(path.read_text(encoding="utf-8").splitlines(), 1)
-    return given_passages([_json_line(path, number, line) for number, line in lines if line.strip()])
+    lines = enumerate(path.read_bytes().splitlines(), 1)
+    return given_passages([_json_line(path, number, _text(path, number, raw)) for number, raw in lines if raw.strip()])
+
+
+def _text(path: Path, number: int, raw: bytes) -> str:
+    """Line ``number`` of ``path`` as text; not UTF-8 is an ``InvalidPassagesError`` naming the first bad byte."""
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise InvalidPassagesError(
+            f"{path}:{number}: not UTF-8 (byte {raw[exc.start]:#04x} at column {exc.start + 1})"
+        ) from None
 
 
 def _json_line(path: Path, number: int, line: str) -> Any:

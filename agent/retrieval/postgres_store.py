@@ -16,10 +16,20 @@ from one ``psycopg_pool`` pool per URL; a database that is down is a ``StoreErro
 password), and the pool reconnects when it returns. psycopg with pgvector's adapter, rather than langchain-postgres'
 vector store: we need the stored vectors themselves (``rank_pool``, neighbours), COPY for bulk loads and our own keys,
 which that store's ``Document`` interface does not expose.
+
+Relation names: PostgreSQL cuts identifiers at 63 bytes, so collection ``NAME``'s relations are ``ambigqa_NAME`` and
+``ambigqa_NAME_postings`` (indexes ``…_hnsw``, ``…_bm25``, ``…_doc``) only where that fits; a longer one is a readable
+prefix of the name, ``$`` and 16 hex digits of the name's SHA-256 (``ambigqa_PREFIX$HASH_postings``). Every name that
+fits keeps the relation it always had, so stored collections open as before; a cut name would have mapped names
+sharing a prefix to one table. Collection names never hold ``$``, so a hashed name never equals a plain one, and two
+plain ones clash only by a suffix (collection ``x_postings`` against ``x``'s postings, ``collections`` against the
+registry): a new collection whose relations exist already is refused.
 """
 
 from __future__ import annotations
 
+import hashlib
+import logging
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -28,7 +38,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 import numpy as np
 
-from agent.errors import CollectionError, StoreError
+from agent.errors import CollectionError, IngestError, StoreError
 from agent.retrieval.embeddings import EMBEDDING_DIM, Backend
 from agent.retrieval.store import Neighbours, Row, Store, Writer
 from agent.retrieval.terms import STOP_WORDS, query_terms
@@ -43,6 +53,8 @@ REGISTRY = "ambigqa_collections"
 POSTINGS_PER_TERM = 1000  # highest-impact postings a query reads per term: bounded work at any corpus size
 BM25_K1, BM25_B = 1.2, 0.75  # Robertson and Zaragoza's usual values (FTS5's too)
 STATISTICS_TTL = 300.0
+MAX_IDENTIFIER = 63  # bytes: PostgreSQL cuts longer identifiers (NAMEDATALEN - 1)
+RELATIONS = {"table": "", "postings": "_postings", "dense": "_hnsw", "bm25": "_bm25", "doc": "_doc", "gin": "_tsv"}
 _statistics: dict[tuple[str, str], tuple[float, tuple[dict[str, float], float, float]]] = {}
 _pools: dict[str, ConnectionPool] = {}
 _pools_lock = threading.Lock()
@@ -81,6 +93,7 @@ def pool(url: str, timeout: float = 5.0) -> ConnectionPool:
                 raise StoreError(
                     "a PostgreSQL store needs the package 'psycopg[pool]': pip install 'psycopg[pool]'"
                 ) from None
+            _hide_password(url)
             _pools[url] = ConnectionPool(
                 url, min_size=1, max_size=16, open=True, timeout=timeout, configure=_configure,
                 check=ConnectionPool.check_connection, reconnect_timeout=30, name=where(url),
@@ -100,32 +113,72 @@ def run(url: str, work: Callable[[Connection], T]) -> T:
                 return work(connection)
         except (psycopg.OperationalError, PoolTimeout) as exc:
             if attempt == 1 or isinstance(exc, PoolTimeout):
-                reason = str(exc).strip().splitlines()[-1] if str(exc).strip() else type(exc).__name__
-                if isinstance(exc, PoolTimeout):
-                    reason = "no connection within the timeout"
+                reason = _failure(url) if isinstance(exc, PoolTimeout) else _one_line(exc)
                 raise StoreError(
                     f"cannot reach PostgreSQL at {where(url)} (AMBIGQA_DATABASE_URL): {_redact(reason, url)}"
                 ) from None
     raise AssertionError("unreachable")
 
 
+def _failure(url: str, timeout: int = 3) -> str:
+    """Why the pool found no connection: one direct attempt's error (the pool's own attempts only log theirs)."""
+    import psycopg
+
+    try:
+        psycopg.connect(url, connect_timeout=timeout).close()
+    except psycopg.Error as exc:
+        return _one_line(exc)
+    return "no connection within the timeout"
+
+
+def _one_line(exc: Exception) -> str:
+    return " ".join(str(exc).split()) or type(exc).__name__
+
+
 def _redact(text: str, url: str) -> str:
-    from psycopg.conninfo import conninfo_to_dict
+    from agent.settings import redact
 
-    password = conninfo_to_dict(url).get("password")
-    return text.replace(password, "***") if password else text
-
-
-def _table(name: str) -> Any:
-    from psycopg import sql
-
-    return sql.Identifier(f"ambigqa_{name}")
+    return redact(text, url)
 
 
-def _index(name: str, kind: str) -> Any:
-    from psycopg import sql
+class _Redacting(logging.Filter):
+    """Rewrites the pool's log records (a failed connection attempt quotes libpq's message) without the passwords."""
 
-    return sql.Identifier(f"ambigqa_{name}_{kind}")
+    def __init__(self) -> None:
+        super().__init__()
+        self.urls: set[str] = set()
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        message = record.getMessage()
+        for url in self.urls:
+            message = _redact(message, url)
+        record.msg, record.args = message, None
+        return True
+
+
+_redacting = _Redacting()
+
+
+def _hide_password(url: str) -> None:
+    """The pool logs each failed connection attempt (``psycopg.pool``): never with ``url``'s password, and only where
+    the application set up logging (no last-resort lines on stderr: ``run`` reports the failure as one line)."""
+    _redacting.urls.add(url)
+    logger = logging.getLogger("psycopg.pool")
+    if _redacting not in logger.filters:
+        logger.addFilter(_redacting)
+        logger.addHandler(logging.NullHandler())
+
+
+def relation(name: str, kind: str = "table") -> str:
+    """The name of collection ``name``'s relation ``kind`` (a key of ``RELATIONS``): plain where it fits in 63 bytes,
+    else a prefix of the collection name and a hash of all of it (the module's docstring says why)."""
+    suffix = RELATIONS[kind]
+    plain = f"ambigqa_{name}{suffix}"
+    if len(plain.encode()) <= MAX_IDENTIFIER:
+        return plain
+    digest = hashlib.sha256(name.encode()).hexdigest()[:16]
+    room = MAX_IDENTIFIER - len(f"ambigqa_${digest}{suffix}")
+    return f"ambigqa_{name.encode()[:room].decode(errors='ignore')}${digest}{suffix}"
 
 
 def _sql(template: str, name: str) -> Any:
@@ -133,10 +186,7 @@ def _sql(template: str, name: str) -> Any:
     (the full-text index earlier versions built) for collection ``name``."""
     from psycopg import sql
 
-    return sql.SQL(template).format(
-        table=_table(name), postings=sql.Identifier(f"ambigqa_{name}_postings"), dense=_index(name, "hnsw"),
-        bm25=_index(name, "bm25"), doc=_index(name, "doc"), gin=_index(name, "tsv"),
-    )  # fmt: skip
+    return sql.SQL(template).format(**{kind: sql.Identifier(relation(name, kind)) for kind in RELATIONS})
 
 
 def collections(url: str) -> list[str]:
@@ -179,8 +229,16 @@ class PostgresStore(Store, Writer):
 
         def make(c: Connection) -> str:
             _registry(c)
-            c.execute(f"INSERT INTO {REGISTRY} (name, backend, dim) VALUES (%s, %s, %s) ON CONFLICT DO NOTHING",
-                      (name, backend, EMBEDDING_DIM))  # fmt: skip
+            new = c.execute(f"INSERT INTO {REGISTRY} (name, backend, dim) VALUES (%s, %s, %s) ON CONFLICT DO NOTHING "
+                            "RETURNING name", (name, backend, EMBEDDING_DIM)).fetchone()  # fmt: skip
+            existing = _existing(c, name)
+            if new and existing:
+                raise IngestError(
+                    f"collection name {name!r} cannot be used on PostgreSQL: its relation {existing[0]} belongs to "
+                    "another collection or to ambigqa itself; choose another name"
+                )
+            if {relation(name), relation(name, "postings")} - set(existing):  # made now: postings built from row 1
+                c.execute(f"UPDATE {REGISTRY} SET postings_rid = 0, average_length = NULL WHERE name = %s", (name,))
             c.execute(_sql(
                 "CREATE TABLE IF NOT EXISTS {table} (key text PRIMARY KEY, doc_id text NOT NULL, title text NOT NULL, "
                 f"text text NOT NULL, source text NOT NULL DEFAULT '', embedding vector({EMBEDDING_DIM}) NOT NULL, "
@@ -260,11 +318,11 @@ class PostgresStore(Store, Writer):
         cached = _statistics.get((self.url, self.name))
         if cached and time.monotonic() - cached[0] < STATISTICS_TTL:
             return cached[1]
-        table = f'"ambigqa_{self.name}"'
+        table = relation(self.name)
         rows = self._query(
             "SELECT s.most_common_elems::text::text[], s.most_common_elem_freqs, c.reltuples FROM pg_class c "
-            "LEFT JOIN pg_stats s ON s.tablename = %s AND s.attname = 'tsv' WHERE c.oid = %s::regclass",
-            (f"ambigqa_{self.name}", table),
+            "LEFT JOIN pg_stats s ON s.tablename = %s AND s.attname = 'tsv' WHERE c.oid = quote_ident(%s)::regclass",
+            (table, table),
         )
         elements, shares, count = rows[0] if rows else (None, None, 0)
         frequency = dict(zip(elements, shares)) if elements and shares else {}  # none before the first ANALYZE
@@ -333,37 +391,47 @@ class PostgresStore(Store, Writer):
         return [(k, d) for k, d in self._query("SELECT key, doc_id FROM {table} WHERE doc_id = ANY(%s)", (doc_ids,))]
 
     def add(self, rows: list[Row]) -> None:
+        self.replace(rows, [])
+
+    def delete(self, keys: list[str]) -> None:
+        self.replace([], keys)
+
+    def replace(self, rows: list[Row], stale: list[str]) -> None:
+        """``rows`` in and the ``stale`` keys out in one transaction: a reader sees an edited passage's old version or
+        its new one, and a killed ingest leaves neither both nor none."""
+        if not rows and not stale:
+            return
+
+        def write(c: Connection) -> None:
+            if rows:
+                self._copy(c, rows)
+            if stale:
+                self._remove(c, stale)
+
+        run(self.url, write)
+
+    def _copy(self, c: Connection, rows: list[Row]) -> None:
         """A COPY in binary format: the fastest way in (the generated ``tsvector`` is computed on the way). Once the
         postings exist, the new rows' postings go in with them, so sparse search finds them at once; the first load
         leaves them to ``finish``'s bulk build."""
         copy = _sql("COPY {table} (key, doc_id, title, text, source, embedding) FROM STDIN (FORMAT BINARY)", self.name)
+        with c.cursor() as cursor, cursor.copy(copy) as target:
+            target.set_types(["text", "text", "text", "text", "text", "vector"])
+            for r in rows:
+                target.write_row((r.key, r.doc_id, r.title, r.text, r.source, np.asarray(r.vector, np.float32)))
+        if self._average_length(c) is not None:
+            self._add_postings(c)
 
-        def write(c: Connection) -> None:
-            with c.cursor() as cursor, cursor.copy(copy) as target:
-                target.set_types(["text", "text", "text", "text", "text", "vector"])
-                for r in rows:
-                    target.write_row((r.key, r.doc_id, r.title, r.text, r.source, np.asarray(r.vector, np.float32)))
-            if self._average_length(c) is not None:
-                self._add_postings(c)
-
-        run(self.url, write)
-
-    def delete(self, keys: list[str]) -> None:
+    def _remove(self, c: Connection, keys: list[str]) -> None:
         """The rows, and their postings: each recomputed exactly as it was stored, so the postings index finds it by
         ``(term, impact)`` without reading the term's other postings."""
-        if not keys:
-            return
-
-        def delete(c: Connection) -> None:
-            average = self._average_length(c)
-            if average is not None:
-                c.execute(_sql(
-                    "DELETE FROM {postings} p USING (" + _impacts("r.key = ANY(%(keys)s)") + ") x "
-                    "WHERE p.term = x.term AND p.impact = x.impact AND p.rid = x.rid", self.name,
-                ), _bm25(average) | {"keys": keys})  # fmt: skip
-            c.execute(_sql("DELETE FROM {table} WHERE key = ANY(%s)", self.name), (keys,))
-
-        run(self.url, delete)
+        average = self._average_length(c)
+        if average is not None:
+            c.execute(_sql(
+                "DELETE FROM {postings} p USING (" + _impacts("r.key = ANY(%(keys)s)") + ") x "
+                "WHERE p.term = x.term AND p.impact = x.impact AND p.rid = x.rid", self.name,
+            ), _bm25(average) | {"keys": keys})  # fmt: skip
+        c.execute(_sql("DELETE FROM {table} WHERE key = ANY(%s)", self.name), (keys,))
 
     def stored(self, page_size: int = 5000) -> Iterator[list[tuple[str, str]]]:
         after = ""
@@ -450,6 +518,13 @@ def _bm25(average: float) -> dict[str, Any]:
     return {"k1_plus": BM25_K1 + 1, "k1": BM25_K1, "b": BM25_B, "average": average, "stop": sorted(STOP_WORDS)}
 
 
+def _existing(c: Connection, name: str) -> list[str]:
+    """Which of collection ``name``'s relations exist."""
+    names = [relation(name, kind) for kind in RELATIONS]
+    found = c.execute("SELECT n FROM unnest(%s::text[]) AS n WHERE to_regclass(quote_ident(n)) IS NOT NULL", (names,))
+    return [r[0] for r in found]
+
+
 def _migrate(c: Connection, name: str) -> None:
     """A registry and a table an earlier version made gain what the BM25 postings need: the registry's two columns,
     the table's row ids (its GIN index goes). Checked first: an ``ALTER TABLE`` locks out readers even when it
@@ -460,7 +535,7 @@ def _migrate(c: Connection, name: str) -> None:
         c.execute(f"ALTER TABLE {REGISTRY} ADD COLUMN postings_rid bigint NOT NULL DEFAULT 0, "
                   "ADD COLUMN average_length float8")  # fmt: skip
     table = {r[0] for r in c.execute(
-        "SELECT column_name FROM information_schema.columns WHERE table_name = %s", (f"ambigqa_{name}",))}  # fmt: skip
+        "SELECT column_name FROM information_schema.columns WHERE table_name = %s", (relation(name),))}  # fmt: skip
     if "rid" not in table:
         c.execute(_sql("ALTER TABLE {table} ADD COLUMN rid bigint GENERATED ALWAYS AS IDENTITY UNIQUE", name))
         c.execute(_sql("DROP INDEX IF EXISTS {gin}", name))

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from agent.errors import CollectionError, IngestError
+from agent.errors import AgentError, CollectionError, IngestError
 from agent.retrieval.embeddings import EMBEDDING_DIM, Backend, embed
 
 if TYPE_CHECKING:
@@ -26,11 +26,11 @@ if TYPE_CHECKING:
 COLLECTION_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]{2,62}$")  # Chroma's rule, and a safe SQL table suffix
 
 
-def check_name(name: str) -> str:
-    """``name`` if a collection may be called so; else an ``IngestError`` saying why."""
-    if not COLLECTION_NAME.match(name):
-        raise IngestError(
-            f"collection name '{name}' is not usable: it needs at least 3 characters, at most 63, of letters, digits, "
+def check_name(name: str, error: type[AgentError] = IngestError) -> str:
+    """``name`` if a collection may be called so; else ``error`` saying why, on one line (the name as a literal)."""
+    if not COLLECTION_NAME.fullmatch(name):
+        raise error(
+            f"collection name {name!r} is not usable: it needs at least 3 characters, at most 63, of letters, digits, "
             "'_' or '-', starting with a letter or digit"
         )
     return name
@@ -142,6 +142,14 @@ class Writer(ABC):
 
     @abstractmethod
     def delete(self, keys: list[str]) -> None: ...
+
+    def replace(self, rows: list[Row], stale: list[str]) -> None:
+        """Store ``rows`` and remove the ``stale`` keys (their ids' older versions): added first, so a reader never
+        sees a gap. Without transactions a run killed in between leaves both; the next ingest removes the old one."""
+        if rows:
+            self.add(rows)
+        if stale:
+            self.delete(stale)
 
     @abstractmethod
     def stored(self, page_size: int) -> Iterator[list[tuple[str, str]]]:

@@ -21,8 +21,9 @@ if TYPE_CHECKING:
     from agent.settings import Settings
 
 app = typer.Typer(
-    add_completion=False, no_args_is_help=True, help="Answer ambiguous questions with retrieval-augmented LLM agents."
-)
+    add_completion=False, no_args_is_help=True, help="Answer ambiguous questions with retrieval-augmented LLM agents.",
+    pretty_exceptions_show_locals=False,  # a traceback's locals may hold a database URL with its password
+)  # fmt: skip
 
 # read by Chroma and the tokenizers, in this process and in the servers it starts
 os.environ.setdefault("ANONYMIZED_TELEMETRY", "False")
@@ -41,9 +42,13 @@ def store_option(
 ) -> None:
     """Answer ambiguous questions with retrieval-augmented LLM agents."""
     if store:  # every command, and the server it starts, read the store from the process's settings
+        from agent.errors import AgentError
         from agent.settings import get_settings, use_settings
 
-        use_settings(get_settings().replace(database_url=store))
+        try:
+            use_settings(get_settings().replace(database_url=store))
+        except AgentError as exc:  # a malformed URL: one line, its password hidden
+            fail(str(exc))
 
 
 @app.command()
