@@ -133,19 +133,17 @@ def load(kind: str, size: int, corpus: Path, parquet: Path, settings: Settings) 
         "index_build_s": round(report.index_seconds, 1),
     }  # fmt: skip
     if kind == "postgres":
-        from agent.retrieval.postgres_store import run
+        from agent.retrieval.postgres_store import relation, run
 
         def sizes(c: Any) -> dict[str, float]:
-            table = f"ambigqa_{name}"
-
-            def mb(function: str, relation: str) -> float:
+            def mb(function: str, kind: str) -> float:
                 query = f"SELECT round({function}(%s::regclass) / 1048576.0, 1)"
-                return float(c.execute(query, (f'"{relation}"',)).fetchone()[0])
+                return float(c.execute(query, (f'"{relation(name, kind)}"',)).fetchone()[0])
 
             return {
-                "table_mb": mb("pg_total_relation_size", table),
-                "hnsw_mb": mb("pg_relation_size", f"{table}_hnsw"),
-                "postings_mb": mb("pg_total_relation_size", f"{table}_postings"),
+                "table_mb": mb("pg_total_relation_size", "table"),
+                "hnsw_mb": mb("pg_relation_size", "dense"),
+                "postings_mb": mb("pg_total_relation_size", "postings"),
             }
 
         result |= run(settings.database_url or "", sizes)
