@@ -588,26 +588,40 @@ def mcp(
         None, "--port", min=1, max=65535, help="serve streamable HTTP on 127.0.0.1:PORT/mcp instead of stdio"
     ),
     methods: str = typer.Option(",".join(METHODS), "--methods", help="comma-separated methods to expose"),
+    api_key: str | None = typer.Option(
+        None,
+        "--api-key",
+        envvar="AMBIGQA_API_KEY",
+        help="over HTTP, require this key (X-API-Key header or Authorization: Bearer)",
+    ),
+    max_concurrent: int = typer.Option(
+        4, "--max-concurrent", min=1, help="graph runs at once; more wait, then a tool error"
+    ),
+    queue_timeout: float = typer.Option(30.0, "--queue-timeout", min=0, help="seconds a call waits for a slot"),
 ) -> None:
     """Serve every method as an MCP tool (ask_rag, ask_diva, ...) over stdio, or streamable HTTP on loopback."""
     if port is not None:
         _require_free_port("127.0.0.1", port)
     from agent.errors import AgentError
     from agent.registry import load_graph
-    from agent.surfaces.mcp_server import build_server
+    from agent.surfaces.mcp_server import Runs, build_server, http_app
 
     try:
         chosen = tuple(_comma_list(methods))
         for method in chosen:
             load_graph(method)
-        server = build_server(llm, collection, chosen)
+        server = build_server(llm, collection, chosen, Runs(max_concurrent, queue_timeout))
     except AgentError as exc:
         fail(str(exc))
     if port is None:
         server.run("stdio")
-    else:
-        err.print(f"MCP over streamable HTTP on http://127.0.0.1:{port}/mcp", highlight=False)
-        server.run("streamable-http", host="127.0.0.1", port=port)
+        return
+    import uvicorn
+
+    err.print(f"MCP over streamable HTTP on http://127.0.0.1:{port}/mcp", highlight=False)
+    if not api_key:
+        err.print("note: no --api-key: any process on this machine can call the tools", highlight=False)
+    uvicorn.run(http_app(server, api_key), host="127.0.0.1", port=port, log_level="warning")
 
 
 @app.command()

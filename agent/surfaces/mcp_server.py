@@ -4,14 +4,23 @@ and ``resume``, and ``read_passages`` for the passages a result cites, over stdi
 The operator fixes the LLM and the collection when starting the server; a tool call gives a ``question`` and, where
 useful, a few of the method's options. A result is the answer as text plus structured content: the interpretations
 with the ids of the passages that ground them, the route or grade where the method has one, and the run's usage.
+
+Like ``serve``: over HTTP every request wants the operator's key (``KeyCheck``), and a tool that runs a graph takes
+one of ``max_concurrent`` slots, or answers a tool error when none frees within ``queue_timeout`` (``Runs``).
 """
 
+import asyncio
+import json
+from collections.abc import AsyncIterator, Awaitable, Callable, MutableMapping
+from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING, Annotated, Any
 
 from pydantic import Field
 
+from agent.errors import AgentError
 from agent.registry import METHODS, describe, load_graph
 from agent.settings import get_settings
+from agent.surfaces.keys import key_matches
 
 if TYPE_CHECKING:
     from agent.threads import ClarifyResult
@@ -52,21 +61,47 @@ def clarify_text(result: "ClarifyResult") -> str:
     )
 
 
-def build_server(llm: str | None = None, collection: str | None = None, methods: tuple[str, ...] = METHODS) -> Any:
+class Runs:
+    """At most ``size`` graph runs at once over all calls and sessions; a call that gets no slot within ``timeout``
+    seconds is refused (a tool error) rather than queued for good."""
+
+    def __init__(self, size: int = 4, timeout: float = 30.0):
+        self.size, self.timeout = size, timeout
+        self._free = asyncio.Semaphore(size)
+
+    @asynccontextmanager
+    async def slot(self) -> AsyncIterator[None]:
+        try:
+            async with asyncio.timeout(self.timeout):  # a free slot is taken without waiting, even at timeout 0
+                await self._free.acquire()
+        except TimeoutError:
+            raise AgentError(
+                f"the server is busy: all {self.size} graph runs are in use (--max-concurrent); retry later"
+            ) from None
+        try:
+            yield
+        finally:
+            self._free.release()
+
+
+def build_server(
+    llm: str | None = None, collection: str | None = None, methods: tuple[str, ...] = METHODS, runs: Runs | None = None
+) -> Any:
     """An ``MCPServer`` with one tool per method (and ``clarify``/``resume`` with the router), bound to ``llm`` and
-    ``collection``."""
+    ``collection``; the graph-running tools share ``runs``' slots."""
     from mcp.server.mcpserver import MCPServer
 
+    runs = runs or Runs()
     server = MCPServer(
         name="ambigqa",
         instructions="Tools that answer possibly ambiguous questions from a document collection, covering every "
         "interpretation. Prefer ask_diva for clearly ambiguous questions, ask_rag for quick answers.",
     )
     for method in methods:
-        server.add_tool(ask_tool(method, llm, collection), name=f"ask_{method}", description=describe(method))
+        server.add_tool(ask_tool(method, llm, collection, runs), name=f"ask_{method}", description=describe(method))
     server.add_tool(read_tool(collection), name="read_passages", description=READ)
     if "router" in methods:
-        clarify, resume = clarify_tools(llm, collection)
+        clarify, resume = clarify_tools(llm, collection, runs)
         server.add_tool(clarify, name="clarify", description=CLARIFY)
         server.add_tool(resume, name="resume", description=RESUME)
     return server
@@ -78,12 +113,11 @@ def question_type() -> Any:
     return Annotated[str, Field(min_length=1, max_length=max_chars, description="the question, as the user asked it")]
 
 
-def ask_tool(method: str, llm: str | None, collection: str | None) -> Any:
+def ask_tool(method: str, llm: str | None, collection: str | None, runs: Runs) -> Any:
     """``ask_<method>``: a question and the method's options a call may set; the answer with its structured content."""
     from mcp_types import CallToolResult, TextContent
 
     from agent.context import make_context
-    from agent.errors import AgentError
     from agent.runner import arun
 
     settable = sorted(set(load_graph(method).context_schema.model_fields) - NEVER_FROM_A_CALL - {"passages"})
@@ -103,7 +137,8 @@ def ask_tool(method: str, llm: str | None, collection: str | None) -> Any:
         try:
             refuse(set(options) & NEVER_FROM_A_CALL, settable)
             make_context(load_graph(method).context_schema, options, strict=True, owner=method)
-            result = await arun(question, method=method, llm=llm, collection=collection, **options)
+            async with runs.slot():
+                result = await arun(question, method=method, llm=llm, collection=collection, **options)
         except AgentError as exc:
             return failed(exc)
         return CallToolResult(
@@ -117,7 +152,6 @@ def read_tool(collection: str | None) -> Any:
     """``read_passages``: ids in, the stored passages out (text, and ``{id, title, text}`` as structured content)."""
     from mcp_types import CallToolResult, TextContent
 
-    from agent.errors import AgentError
     from agent.runner import lookup
 
     async def read_passages(
@@ -134,11 +168,10 @@ def read_tool(collection: str | None) -> Any:
     return read_passages
 
 
-def clarify_tools(llm: str | None, collection: str | None) -> tuple[Any, Any]:
+def clarify_tools(llm: str | None, collection: str | None, runs: Runs) -> tuple[Any, Any]:
     """``clarify`` starts a router thread that stops at the interpretations; ``resume`` answers the ones picked."""
     from mcp_types import CallToolResult
 
-    from agent.errors import AgentError
     from agent.runner import aclarify, aresume
 
     router_options = sorted(set(load_graph("router").context_schema.model_fields) - NEVER_FROM_A_CALL - {"clarify"})
@@ -152,7 +185,8 @@ def clarify_tools(llm: str | None, collection: str | None) -> tuple[Any, Any]:
         options = options or {}
         try:
             refuse(set(options) - set(router_options), router_options)
-            return clarified(await aclarify(question, llm=llm, collection=collection, **options))
+            async with runs.slot():
+                return clarified(await aclarify(question, llm=llm, collection=collection, **options))
         except AgentError as exc:
             return failed(exc)
 
@@ -163,7 +197,8 @@ def clarify_tools(llm: str | None, collection: str | None) -> tuple[Any, Any]:
         ] = None,
     ) -> CallToolResult:
         try:
-            return clarified(await aresume(thread_id, picks or []))
+            async with runs.slot():
+                return clarified(await aresume(thread_id, picks or []))
         except AgentError as exc:
             return failed(exc)
 
@@ -172,8 +207,6 @@ def clarify_tools(llm: str | None, collection: str | None) -> tuple[Any, Any]:
 
 def refuse(refused: set[str], settable: list[str]) -> None:
     """A call that sets options outside ``settable`` is an error naming them and the ones it may set."""
-    from agent.errors import AgentError
-
     if refused:
         raise AgentError(f"{', '.join(sorted(refused))} cannot be set per call; settable: {', '.join(settable)}")
 
@@ -193,3 +226,44 @@ def failed(exc: Exception) -> Any:
     from mcp_types import CallToolResult, TextContent
 
     return CallToolResult(content=[TextContent(type="text", text=str(exc))], is_error=True)
+
+
+Scope = MutableMapping[str, Any]
+Receive = Callable[[], Awaitable[MutableMapping[str, Any]]]
+Send = Callable[[MutableMapping[str, Any]], Awaitable[None]]
+ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
+
+
+class KeyCheck:
+    """ASGI middleware: an HTTP request without the key (``X-API-Key: KEY``, or ``Authorization: Bearer KEY`` as MCP
+    clients send it; the raw header bytes against the key's UTF-8, in constant time) is a 401 the MCP app never
+    sees."""
+
+    def __init__(self, app: ASGIApp, key: str):
+        self.app, self.key = app, key
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http" and not any(key_matches(given, self.key) for given in offered_keys(scope)):
+            body = json.dumps({"detail": "missing or wrong key: send X-API-Key: KEY or Authorization: Bearer KEY"})
+            headers = [(b"content-type", b"application/json"), (b"www-authenticate", b'Bearer realm="ambigqa"')]
+            await send({"type": "http.response.start", "status": 401, "headers": headers})
+            await send({"type": "http.response.body", "body": body.encode()})
+            return
+        await self.app(scope, receive, send)
+
+
+def offered_keys(scope: Scope) -> list[bytes]:
+    """The keys a request offers, as raw bytes: its ``X-API-Key`` headers and the tokens of ``Bearer`` ones."""
+    offered = []
+    for name, value in scope.get("headers", []):
+        if name == b"x-api-key":
+            offered.append(value)
+        elif name == b"authorization" and value[:7].lower() == b"bearer ":
+            offered.append(value[7:].strip())
+    return offered
+
+
+def http_app(server: Any, api_key: str | None) -> ASGIApp:
+    """The server's streamable HTTP app at ``/mcp`` for 127.0.0.1 (the SDK's Host/Origin check on), behind the key."""
+    app = server.streamable_http_app(host="127.0.0.1")
+    return KeyCheck(app, api_key) if api_key else app
