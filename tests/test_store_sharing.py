@@ -132,3 +132,7 @@ def test_the_store_server_answers_no_request_without_its_token(tmp_path):
         got = kept.get(include=["documents"])
         assert got["ids"] == ["a"] and got["documents"] == ["secret text"]
         assert [c.name for c in owner.list_collections()] == ["kept"]
+        # stored vectors come back (ToC and DIVA rank with them rather than embed again)
+        assert [round(x, 3) for x in kept.get(include=["embeddings"])["embeddings"][0]] == [0.1, 0.2, 0.3]
+        nearest = kept.query(query_embeddings=[[0.1, 0.2, 0.3]], n_results=1, include=["embeddings"])
+        assert [round(x, 3) for x in nearest["embeddings"][0][0]] == [0.1, 0.2, 0.3]

@@ -24,7 +24,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 from agent.errors import CollectionError
 from agent.processes import die_with_parent
@@ -182,7 +182,27 @@ def main(store: str, port: int) -> None:
         chroma_server_authn_credentials=os.environ.pop(TOKEN_ENV),
         chroma_auth_token_transport_header=TOKEN_HEADER,
     )
-    uvicorn.run(FastAPI(settings).app(), host="127.0.0.1", port=port, log_level="warning")
+    server = FastAPI(settings)
+    _vectors_as_arrays(server._api)
+    uvicorn.run(server.app(), host="127.0.0.1", port=port, log_level="warning")
+
+
+def _vectors_as_arrays(api: Any) -> None:
+    """Chroma's Python server calls ``.tolist()`` on each embedding its engine returns, and the Rust engine returns
+    plain lists (chromadb 1.5.9: "'list' object has no attribute 'tolist'" on every ``get``/``query`` that includes
+    embeddings): hand the server arrays, as its code expects."""
+    import numpy as np
+
+    def arrays(result: Any, nested: bool) -> Any:
+        vectors = result.get("embeddings")
+        if vectors is not None:
+            convert = (lambda rows: [np.asarray(v) for v in rows]) if nested else np.asarray
+            result["embeddings"] = [convert(v) for v in vectors]
+        return result
+
+    get, query = api._get, api._query
+    api._get = lambda *args, **kwargs: arrays(get(*args, **kwargs), nested=False)
+    api._query = lambda *args, **kwargs: arrays(query(*args, **kwargs), nested=True)
 
 
 if __name__ == "__main__":
