@@ -221,7 +221,7 @@ def test_serve_passes_its_options_to_the_app_as_settings_not_through_the_environ
 
         async def health():
             transport = httpx.ASGITransport(app=served["app"])
-            async with httpx.AsyncClient(transport=transport, base_url="http://app") as client:
+            async with httpx.AsyncClient(transport=transport, base_url="http://127.0.0.1") as client:
                 return (await client.get("/health", headers={"X-API-Key": "k"})).json()
 
         body = anyio.run(health)

@@ -49,7 +49,7 @@ def test_idle_connections_do_not_hold_graph_slots(guarded):
     for _ in range(4):  # headers promising a body that never comes
         s = socket.create_connection((host, int(port)))
         s.sendall(
-            b"POST /rag/invoke HTTP/1.1\r\nHost: x\r\nX-API-Key: sesame\r\n"
+            b"POST /rag/invoke HTTP/1.1\r\nHost: 127.0.0.1\r\nX-API-Key: sesame\r\n"
             b"Content-Type: application/json\r\nContent-Length: 100\r\n\r\n"
         )
         idle.append(s)
@@ -102,9 +102,10 @@ def test_bad_input_gets_a_4xx_and_the_connection_stays_usable(guarded):
 def test_a_browser_logs_in_once_for_the_playground(guarded):
     assert httpx.get(f"{guarded}/rag/playground/").status_code == 401
     with httpx.Client(base_url=guarded, timeout=60) as browser:
-        assert browser.get("/login?key=wrong").status_code == 401
-        login = browser.get("/login?key=sesame")
+        assert browser.post("/login", data={"key": "wrong"}).status_code == 401
+        login = browser.post("/login", data={"key": "sesame", "next": "/rag/playground/"})
         assert login.status_code == 303 and "HttpOnly" in login.headers["set-cookie"]
+        assert "sesame" not in login.headers["set-cookie"] and login.headers["location"] == "/rag/playground/"
         assert browser.get("/rag/playground/").status_code == 200
         assert browser.post("/rag/invoke", json={"input": {"question": QUESTION}}).status_code == 200
 

@@ -224,7 +224,8 @@ def _call_config(prompt: str) -> dict[str, Any]:
 
 @contextmanager
 def _llm_errors(prompt: str, model: Any, reply_tokens: int) -> Iterator[None]:
-    """A failed call raised as one of our errors where we know what it means (the endpoint's or the request's)."""
+    """A failed call raised as one of our errors: the endpoint down or refusing us, the request refused, or a response
+    that is not a chat completion (an ``LLMError``, HTTP 502 on the server)."""
     try:
         yield
     except LLMError:
@@ -237,9 +238,12 @@ def _llm_errors(prompt: str, model: Any, reply_tokens: int) -> Iterator[None]:
                 raise LLMCrashError(crash) from exc
             raise LLMUnavailableError(f"LLM endpoint unreachable or too slow ({type(exc).__name__}: {exc})") from exc
         rejected = _rejection(exc, prompt, reply_tokens)
-        if rejected is None:
-            raise
-        raise rejected from exc
+        if rejected is not None:
+            raise rejected from exc
+        reason = (str(exc).strip() or type(exc).__name__).splitlines()[0]
+        raise LLMError(
+            f"prompt '{prompt}': the LLM's response could not be read ({type(exc).__name__}: {reason})"
+        ) from exc
 
 
 def _rejection(exc: Exception, prompt: str, reply_tokens: int) -> LLMError | None:

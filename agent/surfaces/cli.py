@@ -528,13 +528,31 @@ def serve(
         "--store-server/--no-store-server",
         help="run the embedded store as a loopback Chroma server that ingest and other processes share",
     ),
+    allowed_hosts: str | None = typer.Option(
+        None,
+        "--allowed-hosts",
+        help="comma-separated host names clients use (Host and Origin headers); loopback and --host always; '*': any",
+    ),
+    header_timeout: float = typer.Option(
+        10.0, "--header-timeout", min=0.1, help="seconds a client has to send a request's headers"
+    ),
+    insecure: bool = typer.Option(
+        False,
+        "--insecure",
+        help="allow a --host other than loopback without --api-key (anyone who reaches it runs graphs)",
+    ),
 ) -> None:
     """Serve every graph over HTTP with LangServe (/METHOD/invoke, /batch, /stream, schemas), /health and /login."""
+    from agent.surfaces.guard import is_loopback
+
+    if not is_loopback(host) and not api_key and not insecure:
+        fail(f"--host {host} exposes the server beyond this machine: set --api-key (or AMBIGQA_API_KEY), or --insecure")
     _require_free_port(host, port)
     import uvicorn
 
     from agent.errors import AgentError
     from agent.settings import get_settings
+    from agent.surfaces.header_deadline import with_header_deadline
     from agent.surfaces.server import create_app
 
     settings = get_settings().replace(llm=llm or None, collection=collection or None)
@@ -550,11 +568,14 @@ def serve(
             max_body_bytes=max_body_bytes, body_timeout=body_timeout, request_timeout=request_timeout,
             collections=_served(collections, collection),
             options=frozenset(_comma_list(options)) if options else None,
+            allowed_hosts=_allowed_hosts(host, allowed_hosts),
         )  # fmt: skip
         printing.print_serving(METHODS, f"http://{host}:{port}", settings)
+        if host in ("0.0.0.0", "::") and not allowed_hosts:
+            err.print("note: requests must name a loopback host; list the names clients use: --allowed-hosts NAME")
         # uvicorn re-raises SIGTERM after its graceful shutdown: make that an exit, so the store server stops too
         signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
-        uvicorn.run(app_, host=host, port=port, log_level="warning")
+        uvicorn.run(app_, host=host, port=port, log_level="warning", http=with_header_deadline(header_timeout))
     finally:
         if store_server:
             store_server.stop()
@@ -570,6 +591,15 @@ def _share_store(settings: Settings) -> tuple[Settings, StoreServer | None]:
         started = StoreServer(settings.chroma_path)
         url = started.start()
     return settings.replace(chroma_url=url), started
+
+
+def _allowed_hosts(host: str, listed: str | None) -> tuple[str, ...]:
+    """The Host/Origin names a request may use: loopback, the address listened on (not a wildcard), and ``listed``."""
+    from agent.surfaces.guard import LOOPBACK_HOSTS
+
+    bound = () if host in ("0.0.0.0", "::", "") else (host.strip("[]").lower(),)
+    names = [name.lower() for name in _comma_list(listed or "")]
+    return tuple(dict.fromkeys((*LOOPBACK_HOSTS, *bound, *names)))
 
 
 def _served(collections: str | None, collection: str | None) -> tuple[str, ...] | None:

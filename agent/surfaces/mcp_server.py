@@ -9,7 +9,6 @@ Like ``serve``: over HTTP every request wants the operator's key (``KeyCheck``),
 one of ``max_concurrent`` slots, or answers a tool error when none frees within ``queue_timeout`` (``Runs``).
 """
 
-import asyncio
 import json
 from collections.abc import AsyncIterator, Awaitable, Callable, MutableMapping
 from contextlib import asynccontextmanager
@@ -20,6 +19,7 @@ from pydantic import Field
 from agent.errors import AgentError
 from agent.registry import METHODS, describe, load_graph
 from agent.settings import get_settings
+from agent.surfaces.guard import Slots
 from agent.surfaces.keys import key_matches
 
 if TYPE_CHECKING:
@@ -67,13 +67,12 @@ class Runs:
 
     def __init__(self, size: int = 4, timeout: float = 30.0):
         self.size, self.timeout = size, timeout
-        self._free = asyncio.Semaphore(size)
+        self._slots = Slots(size)  # serve's slots: a free one is taken without waiting, even at timeout 0
 
     @asynccontextmanager
     async def slot(self) -> AsyncIterator[None]:
         try:
-            async with asyncio.timeout(self.timeout):  # a free slot is taken without waiting, even at timeout 0
-                await self._free.acquire()
+            await self._slots.take(1, self.timeout)
         except TimeoutError:
             raise AgentError(
                 f"the server is busy: all {self.size} graph runs are in use (--max-concurrent); retry later"
@@ -81,7 +80,7 @@ class Runs:
         try:
             yield
         finally:
-            self._free.release()
+            await self._slots.give(1)
 
 
 def build_server(

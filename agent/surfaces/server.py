@@ -9,6 +9,7 @@ request may take a graph slot (see ``agent/surfaces/guard.py``); errors from a r
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator, Iterator
 from typing import Annotated, Any
 
@@ -30,7 +31,7 @@ from agent.errors import (
 from agent.registry import METHODS, load_graph
 from agent.runner import aclarify, aresume, namespace_names, output_of
 from agent.settings import Settings, get_settings, use_settings
-from agent.surfaces.guard import NEVER_FROM_A_REQUEST, Guard, Policy
+from agent.surfaces.guard import LOOPBACK_HOSTS, NEVER_FROM_A_REQUEST, Guard, Policy
 from agent.threads import ClarifyResult
 
 
@@ -41,6 +42,9 @@ def question_type(max_chars: int) -> type[BaseModel]:
         )
 
     return Ask
+
+
+HEALTH_TIMEOUT_S = 5.0
 
 
 class ClarifyRequest(BaseModel):
@@ -61,12 +65,12 @@ class GraphRunnable(Runnable):
     """A compiled graph for LangServe: invoke returns its output schema; stream yields node updates as they happen
     (``{node, namespace, update}``), then that output."""
 
-    def __init__(self, graph: Any, input_type: type[BaseModel], settable: list[str], collection: str):
+    def __init__(self, graph: Any, input_type: type[BaseModel], settable: list[str], collections: tuple[str, ...]):
         self.graph = graph
         self.name = graph.get_name()
         self._input_type = input_type
         self._settable = settable
-        self._collection = collection
+        self._collections = collections
 
     @property
     def InputType(self) -> type[BaseModel]:  # noqa: N802 (LangChain's name)
@@ -97,7 +101,7 @@ class GraphRunnable(Runnable):
     def _context(self, config: RunnableConfig | None) -> Any:
         configurable = (config or {}).get("configurable", {})
         values = {k: v for k, v in configurable.items() if k in self._settable and k not in NEVER_FROM_A_REQUEST}
-        values["collection"] = values.get("collection") or self._collection
+        values["collection"] = served_collection(values.get("collection"), self._collections)
         return make_context(self.graph.context_schema, values, strict=True, owner=self.name)
 
     def invoke(self, input: dict, config: RunnableConfig | None = None, **kwargs: Any) -> dict:
@@ -137,6 +141,16 @@ def _events(namespace: tuple[str, ...], chunk: dict) -> Iterator[dict]:
         yield {"node": node, "namespace": namespace_names(namespace), "update": update}
 
 
+def served_collection(name: Any, collections: tuple[str, ...]) -> str:
+    """``name`` if the operator serves it, the first served collection if none is named; else a ``ConfigError``.
+    Checked again where a run's context is built, whatever route or config brought the name."""
+    if name in (None, ""):
+        return collections[0]
+    if name not in collections:
+        raise ConfigError(f"collection {name!r} is not served; served: {', '.join(collections)}")
+    return name
+
+
 STATUS = [  # most specific first
     (InvalidQuestionError, 422), (ConfigError, 422), (CollectionError, 404), (UnknownThreadError, 404), (ThreadBusyError, 409), (StoreError, 503),
     (LLMUnavailableError, 503), (LLMError, 502), (AgentError, 500),
@@ -154,10 +168,12 @@ def create_app(
     request_timeout: float = 600.0,
     collections: tuple[str, ...] | None = None,
     options: frozenset[str] | None = None,
+    allowed_hosts: tuple[str, ...] = LOOPBACK_HOSTS,
     methods: tuple[str, ...] = METHODS,
 ) -> Any:
     """Build the FastAPI app for ``settings`` (default: the environment's, ``AMBIGQA_*``), which fix the LLM and the
-    store; ``collections`` default to the one the settings name, ``options`` to every context field but the LLM."""
+    store; ``collections`` default to the one the settings name, ``options`` to every context field but the LLM,
+    ``allowed_hosts`` (the Host and Origin names served) to loopback."""
     from fastapi import FastAPI, Request
     from fastapi.responses import JSONResponse
     from langserve import add_routes
@@ -165,16 +181,22 @@ def create_app(
     settings = use_settings(settings) if settings else get_settings()  # the runs below the app read get_settings()
     collections = collections or (settings.collection,)
     policy = Policy(
-        api_key=api_key, collections=collections, options=options, max_body_bytes=max_body_bytes,
+        api_key=api_key, collections=collections, options=options, allowed_hosts=allowed_hosts,
+        max_body_bytes=max_body_bytes,
         body_timeout=body_timeout, max_concurrent=max_concurrent, queue_timeout=queue_timeout,
         request_timeout=request_timeout, max_question_chars=settings.max_question_chars,
     )  # fmt: skip
     app = FastAPI(title="ambigqa", description="LangGraph agents for ambiguous questions", version="0.1.0")
     ask = question_type(settings.max_question_chars)
     for method in methods:
-        runnable = GraphRunnable(load_graph(method), ask, policy.settable(method), collections[0])
-        add_routes(app, runnable, path=f"/{method}", config_keys=("configurable",))
-    _add_clarify_routes(app, collections[0])
+        runnable = GraphRunnable(load_graph(method), ask, policy.settable(method), collections)
+        # no config-hash routes (/METHOD/c/HASH/...: a config in the URL, around the guard's body checks) and no
+        # LangSmith feedback route (it writes to a tracing project, not ours to expose)
+        add_routes(
+            app, runnable, path=f"/{method}", config_keys=("configurable",),
+            disabled_endpoints=["config_hashes", "token_feedback"],
+        )  # fmt: skip
+    _add_clarify_routes(app, collections)
     _add_passages_route(app, collections)
 
     @app.exception_handler(AgentError)
@@ -182,10 +204,41 @@ def create_app(
         status = next(code for kind, code in STATUS if isinstance(exc, kind))
         return JSONResponse({"detail": str(exc).splitlines()[0]}, status_code=status)
 
-    def health() -> dict[str, Any]:
-        return {"status": "ok", "methods": list(methods), "llm": settings.llm, "collections": list(collections)}
+    async def health() -> tuple[bool, dict[str, Any]]:
+        store, threads = await asyncio.gather(_probe(_store_state, collections), _probe(_threads_state))
+        ok = "down" not in (store["state"], threads["state"])
+        return ok, {
+            "status": "ok" if ok else "down", "methods": list(methods), "llm": settings.llm,
+            "collections": list(collections), "store": store, "clarify_threads": threads,
+        }  # fmt: skip
 
-    return Guard(app, policy=policy, health=health)
+    return Guard(app, policy=policy, methods=methods, health=health)
+
+
+async def _probe(check: Any, *args: Any) -> dict[str, Any]:
+    """``check(*args)`` on a worker thread within ``HEALTH_TIMEOUT_S``: its state, or down with one line why."""
+    try:
+        return await asyncio.wait_for(asyncio.to_thread(check, *args), HEALTH_TIMEOUT_S)
+    except TimeoutError:
+        return {"state": "down", "detail": f"no answer within {HEALTH_TIMEOUT_S:g} s"}
+    except Exception as exc:  # noqa: BLE001 (a health probe reports every failure, whatever its kind)
+        return {"state": "down", "detail": (str(exc).strip() or type(exc).__name__).splitlines()[0]}
+
+
+def _store_state(collections: tuple[str, ...]) -> dict[str, Any]:
+    """The store reachable, and which served collections it lacks (a missing one is a 404 on its runs, not down)."""
+    from agent.retrieval.collections import DEMO_COLLECTION, list_collections
+
+    present = set(list_collections())
+    missing = [name for name in collections if name not in present and name != DEMO_COLLECTION]
+    return {"state": "ok", "missing_collections": missing}
+
+
+def _threads_state() -> dict[str, Any]:
+    from agent.threads import open_threads
+
+    open_threads().ping()
+    return {"state": "ok"}
 
 
 def _add_passages_route(app: Any, collections: tuple[str, ...]) -> None:
@@ -196,20 +249,17 @@ def _add_passages_route(app: Any, collections: tuple[str, ...]) -> None:
     @app.post("/passages", response_model=list[Passage], response_model_exclude={"__all__": {"score"}})
     def passages(request: PassagesRequest) -> list[Passage]:
         """The passages with these ids, in the order given; an id the collection lacks is a 404 naming it."""
-        collection = request.collection or collections[0]
-        if collection not in collections:
-            raise ConfigError(f"collection '{collection}' is not served; served: {', '.join(collections)}")
-        return lookup(request.ids, collection=collection)
+        return lookup(request.ids, collection=served_collection(request.collection, collections))
 
 
-def _add_clarify_routes(app: Any, default_collection: str) -> None:
+def _add_clarify_routes(app: Any, collections: tuple[str, ...]) -> None:
     """``POST /clarify`` starts a router thread; ``POST /clarify/{thread_id}/resume`` answers its picks."""
 
     @app.post("/clarify", response_model=ClarifyResult, response_model_exclude_none=True)
     async def clarify(request: ClarifyRequest) -> ClarifyResult:
         """Start a clarify thread (the router): the interpretations to pick from, or the answer to a clear question."""
         options = dict(request.options)
-        collection = options.pop("collection", None) or default_collection
+        collection = served_collection(options.pop("collection", None), collections)
         return await aclarify(request.question, collection=collection, **options)
 
     @app.post("/clarify/{thread_id}/resume", response_model=ClarifyResult, response_model_exclude_none=True)
