@@ -42,9 +42,7 @@ def app_routes(tmp_path_factory):
 
 
 def test_every_route_of_the_app_is_classified_by_the_guard(app_routes):
-    from agent.surfaces.guard import Kind
-
-    from agent.surfaces.guard import Refusal
+    from agent.surfaces.guard import Kind, Refusal
 
     guard, pairs = app_routes
     kinds, refused = {}, []
@@ -190,7 +188,13 @@ def test_a_unicode_key_matches_itself_only(unicode_keyed):
     body = {"input": {"question": QUESTION}}
     right = {"X-API-Key": UNICODE_KEY.encode()}
     assert httpx.post(f"{unicode_keyed}/closed_book/invoke", json=body, headers=right, timeout=60).status_code == 200
-    for wrong in (b"????-?", "ключ-?".encode(), UNICODE_KEY.encode().decode("latin-1").encode(), UNICODE_KEY.encode()[:-1], b""):
+    for wrong in (
+        b"????-?",
+        "ключ-?".encode(),
+        UNICODE_KEY.encode().decode("latin-1").encode(),
+        UNICODE_KEY.encode()[:-1],
+        b"",
+    ):
         r = httpx.post(f"{unicode_keyed}/closed_book/invoke", json=body, headers={"X-API-Key": wrong}, timeout=60)
         assert r.status_code == 401, wrong
 
