@@ -12,9 +12,10 @@ import asyncio
 import contextvars
 from typing import Any, Literal, get_args
 
+from langchain_core.runnables import RunnableLambda
 from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.graph import END, START, StateGraph
-from langgraph.runtime import Runtime
+from langgraph.runtime import Runtime, get_runtime
 from langgraph.types import interrupt
 from pydantic import Field
 
@@ -71,19 +72,29 @@ async def type_ambiguity(state: RouterState, runtime: Runtime[RouterContext]) ->
 
 
 def delegate(method: Method) -> Any:
-    """The node that answers with ``method``'s graph, run as a subgraph of this run (its nodes stream with ours)."""
+    """The node that answers with ``method``'s graph, run as a subgraph of this run (its nodes stream with ours).
+
+    Sync and async twins: a synchronous run of the router (the clarify threads', an eval's with checkpoints) lends the
+    subgraph its synchronous saver, which an awaited subgraph could not use."""
     subgraph = METHOD_GRAPHS[method]
 
-    async def answer(state: RouterState, runtime: Runtime[RouterContext]) -> dict:
-        ctx = context_of(runtime, RouterContext)
+    def inputs(state: RouterState) -> dict[str, Any]:
         typing = {k: state[k] for k in ("ambiguity_types", "ambiguity_reason") if k in state}
-        result = await subgraph.ainvoke(
-            {"question": state["question"], **typing}, context=make_context(subgraph.context_schema, ctx)
-        )
+        return {"question": state["question"], **typing}
+
+    def context() -> Any:
+        return make_context(subgraph.context_schema, context_of(get_runtime(), RouterContext))
+
+    def answered(result: dict[str, Any]) -> dict[str, Any]:
         return {**{k: result[k] for k in CONTRACT if k in result}, "route": method}
 
-    answer.__name__ = method
-    return llm_node(answer)
+    def answer(state: RouterState) -> dict[str, Any]:
+        return answered(subgraph.invoke(inputs(state), context=context()))
+
+    async def aanswer(state: RouterState) -> dict[str, Any]:
+        return answered(await subgraph.ainvoke(inputs(state), context=context()))
+
+    return RunnableLambda(answer, afunc=aanswer, name=method)
 
 
 async def interpret(state: RouterState, runtime: Runtime[RouterContext]) -> dict:

@@ -89,3 +89,13 @@ def test_clarify_offers_at_most_max_interpretations(collection, scripted, tmp_pa
     )
     connection.close()
     assert first["__interrupt__"][0].value["interpretations"] == ["When was the world premiere of the film?"]
+
+
+def test_clarify_answers_a_clear_question_through_its_method_under_the_threads_saver(collection, scripted, home):
+    """A clear question in clarify mode goes straight to rag, whose async subgraph runs under the synchronous
+    checkpointer of the clarify threads (it used to stop with SqliteSaver's NotImplementedError)."""
+    name, model = scripted({**SCRIPT, "type_ambiguity": CLEAR})
+    result = agent.clarify(QUESTION, llm=name, collection=collection)
+    assert result.status == "answered" and result.route == "rag" and result.interpretations == []
+    assert result.answer == "It premiered on 4 November 2001."
+    assert model.prompts() == ["type_ambiguity", "rag_extract", "rag_generate"]
