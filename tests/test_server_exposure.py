@@ -199,6 +199,13 @@ def test_a_unicode_key_matches_itself_only(unicode_keyed):
         assert r.status_code == 401, wrong
 
 
+def test_load_sends_a_unicode_key(unicode_keyed):
+    from agent.surfaces.loadtest import run_load
+
+    report = run_load(unicode_keyed, "closed_book", requests=2, concurrency=2, api_key=UNICODE_KEY)
+    assert report.ok == 2
+
+
 def test_login_is_a_form_post_and_the_key_never_rides_in_a_url(unicode_keyed):
     with httpx.Client(base_url=unicode_keyed, timeout=60) as browser:
         page = browser.get(f"/login?key={UNICODE_KEY}")
@@ -336,3 +343,16 @@ def test_a_zero_queue_timeout_takes_free_slots_and_refuses_only_when_none_is_fre
         return slots.free
 
     assert asyncio.run(scenario()) == 0
+
+
+@pytest.mark.parametrize(
+    "url",
+    ["postgresq://postgres:SECRET@127.0.0.1:5433/postgres", "postgresql://postgres:SECRET@[bad",
+     "postgresql://postgres:SECRET@host/db?sslmode=bogus x"],
+)  # fmt: skip
+def test_serve_with_a_malformed_database_url_says_so_in_one_line_without_its_password(home, url):
+    env = {**os.environ, "AMBIGQA_HOME": str(home), "PYTHONPATH": os.getcwd(), "AMBIGQA_DATABASE_URL": url}
+    command = [sys.executable, "-m", "agent", "serve", "--port", str(_free_port()), "--llm", "fake"]
+    done = subprocess.run(command, capture_output=True, text=True, timeout=120, env=env)
+    assert done.returncode != 0 and "SECRET" not in done.stdout + done.stderr
+    assert len(done.stderr.strip().splitlines()) == 1, done.stderr
