@@ -28,11 +28,14 @@ def sample_path(path: str) -> str:
 @pytest.fixture(scope="module")
 def app_routes(tmp_path_factory):
     """The guard and the (method, path) pairs of every route its FastAPI app has, LangServe's included."""
-    from agent.settings import Settings
+    from agent.settings import Settings, get_settings
     from agent.surfaces.server import create_app
 
     settings = Settings(home=tmp_path_factory.mktemp("routes"), llm="fake", collection="tiny")
-    guard = create_app(settings, api_key="sesame", collections=("tiny",))
+    try:
+        guard = create_app(settings, api_key="sesame", collections=("tiny",))  # installs settings in this process
+    finally:
+        get_settings.cache_clear()  # the other tests' settings (their AMBIGQA_HOME) again
     pairs = {
         (method, sample_path(route.path))
         for route in guard.app.routes
