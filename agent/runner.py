@@ -20,12 +20,13 @@ from agent.questions import validate_question
 from agent.registry import load_graph
 from agent.retrieval.pipeline import search as pipeline_search
 from agent.schemas import Passage, RunResult
-from agent.threads import ClarifyResult, Thread, Threads, open_threads
+from agent.threads import ClarifyResult, Thread, Threads, clarify_result, open_threads
 
 if TYPE_CHECKING:
     from agent.eval.checkpoints import RunCheckpoint
 
 CONTRACT = {"question", "answer", "disambiguations", "passages", "retrieved", "usage"}
+INTERRUPT = "__interrupt__"  # the key of the update a run streams when it stops at an interrupt
 
 NodeCallback = Callable[[str, dict[str, Any], float], None]
 
@@ -179,10 +180,10 @@ def clarify(
 
 def resume(thread_id: str, picks: list[int], *, on_node: NodeCallback | None = None) -> ClarifyResult:
     """Answer the interpretations ``picks`` (numbered from 1; none: all) of a thread waiting for a choice, started by
-    this process or by any other sharing the threads' database."""
+    this process or by any other sharing the threads' database. Of concurrent resumes of one thread exactly one runs,
+    the others are a ``ThreadBusyError``; a resume that fails (the LLM down) leaves the thread waiting again."""
     store = open_threads()
-    with store.reachable():
-        thread, waiting = store.waiting(thread_id)
+    with store.reachable(), store.claim(thread_id) as (thread, waiting):
         chosen = _checked_picks(picks, len(waiting.interpretations))
         return _advance(store, thread, waiting.question, Command(resume=chosen), on_node)
 
@@ -207,12 +208,16 @@ async def aresume(thread_id: str, picks: list[int], *, on_node: NodeCallback | N
 def _advance(
     store: Threads, thread: Thread, question: str, payload: Any, on_node: NodeCallback | None
 ) -> ClarifyResult:
-    """Run ``thread`` until it waits for a choice or ends; the context comes from the thread's own options."""
+    """Run ``thread`` until it waits for a choice or ends; the context comes from the thread's own options, the result
+    from this run's own stream (never the thread's latest state, which another run may have written)."""
     context = _context(store.graph, "router", None, None, thread.options)
     record = _Run(question, "router", store.graph, on_node)
+    interrupts: tuple[Any, ...] = ()
     for namespace, mode, chunk in _stream(store.graph, payload, context, thread.config):
         record.feed(namespace, mode, chunk)
-    return store.result(thread)
+        if mode == "updates" and not namespace:
+            interrupts = chunk.get(INTERRUPT, interrupts)
+    return clarify_result(thread.id, record.state, interrupts)
 
 
 def _checked_picks(picks: list[int], count: int) -> list[int]:

@@ -3,6 +3,10 @@
 SQLite under ``AMBIGQA_HOME`` by default (one machine); PostgreSQL when ``AMBIGQA_DATABASE_URL`` is set, so a thread
 started by one process resumes in any other. A thread keeps its question in its state and its run options (LLM,
 collection, router options) in its checkpoints' metadata: nothing about it lives outside the database.
+
+A resume runs under a claim, a row in the same database (``ambigqa_resume_claims``) taken atomically before the thread
+is read and released after the run: of concurrent resumes of one thread, in one process or in several, exactly one
+runs and the others are a ``ThreadBusyError``. A resume that fails leaves the thread waiting for its choice again.
 """
 
 from __future__ import annotations
@@ -14,6 +18,7 @@ import re
 import secrets
 import sqlite3
 import threading
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -25,16 +30,24 @@ from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 from langgraph.types import StateSnapshot
 from pydantic import BaseModel, Field
 
-from agent.errors import StoreError, UnknownThreadError
+from agent.errors import StoreError, ThreadBusyError, UnknownThreadError
 from agent.registry import checkpoint_types, method_module
 from agent.schemas import Disambiguation
 from agent.settings import get_settings
 
 OPTIONS_KEY = "ambigqa_options"  # checkpoint metadata: the thread's run options as JSON (metadata keeps scalars only)
 WAIT_S = 5.0  # how long a request waits for a database connection before it is a StoreError
+PING_S = 2.0  # how long ``ping`` (a health probe, which has its own deadline) waits for one
 CONNECT_S = 5  # libpq's connect_timeout: an unreachable host fails within it
 THREAD_ID = re.compile(r"[A-Za-z0-9_-]{1,100}")
 SETUP_LOCK = 0x616D6269  # PostgreSQL advisory lock: replicas starting together create the tables once
+CLAIM_S = 3600.0  # a resume claim older than this is a crashed process's, taken over (no run lasts an hour)
+CLAIMS_TABLE = """CREATE TABLE IF NOT EXISTS ambigqa_resume_claims (
+    thread_id TEXT PRIMARY KEY, owner TEXT NOT NULL, claimed_at DOUBLE PRECISION NOT NULL)"""
+CLAIM = """INSERT INTO ambigqa_resume_claims (thread_id, owner, claimed_at) VALUES (%s, %s, %s)
+    ON CONFLICT (thread_id) DO UPDATE SET owner = excluded.owner, claimed_at = excluded.claimed_at
+    WHERE ambigqa_resume_claims.claimed_at < %s"""  # one row written: ours (new, or taken over from a stale claim)
+RELEASE = "DELETE FROM ambigqa_resume_claims WHERE thread_id = %s AND owner = %s"
 
 
 class ClarifyResult(BaseModel):
@@ -71,7 +84,7 @@ class Threads:
         self.location, self.postgres = location, postgres
         self.saver = _postgres_saver(location, checkpoint_serde()) if postgres else sqlite_saver(location)
         self.graph = method_module("router").build(self.saver)
-        self._ready = not postgres  # SqliteSaver creates its tables itself
+        self._ready = False
         self._lock = threading.Lock()
 
     def start(self, options: dict[str, Any]) -> Thread:
@@ -79,29 +92,47 @@ class Threads:
         self._setup()
         return Thread(id=f"clarify-{secrets.token_hex(8)}", options=options)
 
-    def waiting(self, thread_id: str) -> tuple[Thread, ClarifyResult]:
-        """The thread ``thread_id`` and the choice it waits for; ``UnknownThreadError`` if it waits for none."""
-        self._setup()
-        probe = {"configurable": {"thread_id": thread_id}}
-        snapshot = self.graph.get_state(probe) if THREAD_ID.fullmatch(thread_id) else None
-        if snapshot is None or OPTIONS_KEY not in (snapshot.metadata or {}):
-            raise UnknownThreadError(f"no clarify thread '{thread_id}' to resume (threads live in {self.where()})")
-        if not snapshot.interrupts:
-            why = "it stopped on an error before its choice" if snapshot.next else "it has been answered"
-            raise UnknownThreadError(f"no clarify thread '{thread_id}' to resume: {why}")
-        thread = Thread(id=thread_id, options=json.loads(snapshot.metadata[OPTIONS_KEY]))
-        return thread, _result(thread_id, snapshot)
+    @contextmanager
+    def claim(self, thread_id: str) -> Iterator[tuple[Thread, ClarifyResult]]:
+        """The thread ``thread_id`` and the choice it waits for, for one caller at a time: ``ThreadBusyError`` while
+        another holds it, ``UnknownThreadError`` if it waits for none.
 
-    def result(self, thread: Thread) -> ClarifyResult:
-        """Where ``thread`` stands: waiting for a choice, or answered."""
-        return _result(thread.id, self.graph.get_state(thread.config))
+        The claim comes first: while a resume runs, the thread's state passes through steps that look answered. It is
+        released after the block, whatever its outcome; after a failed resume the thread is rewound to its choice.
+        """
+        self._setup()
+        owner, now = secrets.token_hex(8), time.time()
+        if self._execute(CLAIM, (thread_id, owner, now, now - CLAIM_S)) != 1:
+            raise ThreadBusyError(
+                f"clarify thread '{thread_id}' is already being resumed by another request: wait for its answer,"
+                " or resume it again if that one fails"
+            )
+        try:
+            latest, asked = self._snapshots(thread_id)
+            options = asked.metadata[OPTIONS_KEY]
+            if asked is not latest:  # a failed resume ran past the choice: branch off where it was asked
+                self.graph.update_state({**asked.config, "metadata": {OPTIONS_KEY: options}}, None)
+            thread = Thread(id=thread_id, options=json.loads(options))
+            yield thread, clarify_result(thread_id, asked.values, asked.interrupts)
+        finally:
+            self._execute(RELEASE, (thread_id, owner))
+
+    def ping(self) -> None:
+        """``StoreError`` when the checkpointer's database cannot be used (for /health): one cheap read."""
+        with self.reachable():
+            if self.postgres:
+                with self.saver.conn.connection(timeout=PING_S) as conn:
+                    conn.execute("SELECT 1")
+            else:
+                with self.saver.lock:
+                    self.saver.conn.execute("SELECT count(*) FROM sqlite_master")
 
     @contextmanager
     def reachable(self) -> Iterator[None]:
         """Database failures inside the block become one ``StoreError`` naming where the threads live."""
         try:
             yield
-        except sqlite3.OperationalError as exc:
+        except sqlite3.DatabaseError as exc:  # locked, unwritable, or not a database
             raise StoreError(f"the clarify threads' file {self.location} cannot be used: {exc}") from None
         except _postgres_errors(self.postgres) as exc:
             raise StoreError(
@@ -118,28 +149,56 @@ class Threads:
         info = conninfo_to_dict(self.location)
         return f"{info.get('host', 'localhost')}:{info.get('port', 5432)}"
 
+    def _snapshots(self, thread_id: str) -> tuple[StateSnapshot, StateSnapshot]:
+        """The thread's latest checkpoint and the one asking for its choice: the same, or an earlier one when a resume
+        failed after the choice; ``UnknownThreadError`` if it asks for none."""
+        probe = {"configurable": {"thread_id": thread_id}}
+        latest = self.graph.get_state(probe) if THREAD_ID.fullmatch(thread_id) else None
+        if latest is None or OPTIONS_KEY not in (latest.metadata or {}):
+            raise UnknownThreadError(f"no clarify thread '{thread_id}' to resume (threads live in {self.where()})")
+        if latest.interrupts:
+            return latest, latest
+        asked = next((s for s in self.graph.get_state_history(probe) if s.interrupts), None) if latest.next else None
+        if asked is None:
+            why = "it stopped on an error before its choice" if latest.next else "it has been answered"
+            raise UnknownThreadError(f"no clarify thread '{thread_id}' to resume: {why}")
+        return latest, asked
+
+    def _execute(self, sql: str, params: tuple[Any, ...] = ()) -> int:
+        """Run one statement on the checkpointer's database and commit it; the rows it changed."""
+        if self.postgres:
+            with self.saver.conn.connection() as conn:
+                return conn.execute(sql, params).rowcount
+        with self.saver.lock:
+            rows = self.saver.conn.execute(sql.replace("%s", "?"), params).rowcount
+            self.saver.conn.commit()
+            return rows
+
     def _setup(self) -> None:
-        """Create PostgreSQL's checkpoint tables once per process, one replica at a time."""
+        """Create the checkpoint and claim tables once per process (PostgreSQL: one replica at a time)."""
         if self._ready:
             return
-        from langgraph.checkpoint.postgres import PostgresSaver
+        with self._lock, self.reachable():
+            if self.postgres:
+                from langgraph.checkpoint.postgres import PostgresSaver
 
-        with self._lock, self.reachable(), self.saver.conn.connection() as conn:
-            conn.execute("SELECT pg_advisory_lock(%s)", (SETUP_LOCK,))
-            try:
-                PostgresSaver(conn).setup()
-            finally:
-                conn.execute("SELECT pg_advisory_unlock(%s)", (SETUP_LOCK,))
+                with self.saver.conn.connection() as conn:
+                    conn.execute("SELECT pg_advisory_lock(%s)", (SETUP_LOCK,))
+                    try:
+                        PostgresSaver(conn).setup()
+                        conn.execute(CLAIMS_TABLE)
+                    finally:
+                        conn.execute("SELECT pg_advisory_unlock(%s)", (SETUP_LOCK,))
+            else:
+                self._execute(CLAIMS_TABLE)  # SqliteSaver creates its own tables
             self._ready = True
 
 
-def _result(thread_id: str, snapshot: StateSnapshot) -> ClarifyResult:
-    values = snapshot.values
+def clarify_result(thread_id: str, values: dict[str, Any], interrupts: tuple[Any, ...]) -> ClarifyResult:
+    """A thread's state as a ``ClarifyResult``: its pending choice (``interrupts``), or its answer."""
     common = {"thread_id": thread_id, "question": values["question"]}
-    if snapshot.interrupts:
-        return ClarifyResult(
-            status="needs_choice", interpretations=snapshot.interrupts[0].value["interpretations"], **common
-        )
+    if interrupts:
+        return ClarifyResult(status="needs_choice", interpretations=interrupts[0].value["interpretations"], **common)
     return ClarifyResult(
         status="answered", interpretations=values.get("interpretations", []), answer=values.get("answer", ""),
         disambiguations=values.get("disambiguations", []), route=values.get("route"), chosen=values.get("chosen"),

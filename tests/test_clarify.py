@@ -7,12 +7,13 @@ import os
 import shutil
 import subprocess
 import sys
+import time
 
 import httpx
 import psycopg
 import pytest
 
-from tests.test_server import _start
+from tests.test_server import _free_port, _start
 
 QUESTION = "When did the Harry Potter film come out?"
 KEY = {"X-API-Key": "sesame"}
@@ -100,6 +101,7 @@ def test_a_database_that_goes_away_is_one_error_naming_its_host_and_the_thread_r
     import agent
     from agent.errors import StoreError
     from agent.retrieval.local_postgres import start
+    from agent.threads import open_threads
 
     server = start(tmp_path / "pg")
     try:
@@ -107,12 +109,14 @@ def test_a_database_that_goes_away_is_one_error_naming_its_host_and_the_thread_r
         collection = _ingest_here(corpus_file)
         waiting = agent.clarify(QUESTION, llm="fake", collection=collection)
         server.stop()
-        with pytest.raises(StoreError) as down:
-            agent.resume(waiting.thread_id, [1])
-        message = str(down.value)
-        assert f"127.0.0.1:{server.port}" in message and "Connection refused" in message and "s3cret" not in message
-        assert len(message.splitlines()) == 1
+        for attempt in (lambda: agent.resume(waiting.thread_id, [1]), open_threads().ping):
+            with pytest.raises(StoreError) as down:
+                attempt()
+            message = str(down.value)
+            assert f"127.0.0.1:{server.port}" in message and "Connection refused" in message and "s3cret" not in message
+            assert len(message.splitlines()) == 1
         start(server.data, server.port)  # the same data, the same port
+        open_threads().ping()
         assert agent.resume(waiting.thread_id, [1]).status == "answered"  # the pool reconnected
     finally:
         server.stop()
@@ -186,12 +190,27 @@ def test_a_pick_out_of_range_over_http_is_422_and_the_thread_still_waits(replica
     assert post(replicas[1], f"/clarify/{waiting['thread_id']}/resume", {"picks": [2]}).status_code == 200
 
 
-def test_a_database_on_a_closed_port_is_503_naming_its_host_and_not_its_password(served_home):
-    from tests.test_server import _free_port
+def _serve_on_a_database_that_is_down(home, collection: str, url: str) -> tuple[subprocess.Popen, str]:
+    """`serve` with the fake LLM, ready once /health answers at all (it is 503 while the database is down)."""
+    port = _free_port()
+    env = {**os.environ, "AMBIGQA_HOME": str(home), "PYTHONPATH": os.getcwd(), "AMBIGQA_DATABASE_URL": url}
+    command = [sys.executable, "-m", "agent", "serve", "--port", str(port), "--llm", "fake", "-c", collection]
+    proc = subprocess.Popen(command, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    base, deadline = f"http://127.0.0.1:{port}", time.monotonic() + 120
+    while proc.poll() is None and time.monotonic() < deadline:
+        try:
+            httpx.get(f"{base}/health", timeout=10)
+            return proc, base
+        except httpx.HTTPError:
+            time.sleep(0.3)
+    proc.kill()
+    raise RuntimeError("server did not start")
 
+
+def test_a_database_on_a_closed_port_is_503_naming_its_host_and_not_its_password(served_home):
     port = _free_port()  # nothing listens there
     url = f"postgresql://ambigqa:s3cret@127.0.0.1:{port}/threads"
-    proc, base = _start(served_home, "tiny", env_extra={"AMBIGQA_DATABASE_URL": url})
+    proc, base = _serve_on_a_database_that_is_down(served_home, "tiny", url)
     try:
         r = post(base, "/clarify", {"question": QUESTION}, headers={})
         detail = r.json()["detail"]
