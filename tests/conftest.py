@@ -102,30 +102,29 @@ def scripted():
         unregister_model(name)
 
 
-@pytest.fixture
-def chat_endpoint():
-    """An OpenAI-compatible endpoint on 127.0.0.1 (HTTP/1.1, connections kept alive) that answers every request with
-    ``reply``: a status and a JSON body the test may change; by default a finished chat completion."""
+def completion(content: str) -> dict:
+    """A finished chat completion whose message is ``content``."""
+    return {
+        "id": "c1", "object": "chat.completion", "created": 0, "model": "m",
+        "choices": [{"index": 0, "finish_reason": "stop", "message": {"role": "assistant", "content": content}}],
+        "usage": {"prompt_tokens": 10, "completion_tokens": 5, "total_tokens": 15},
+    }  # fmt: skip
+
+
+def start_chat_endpoint(respond):
+    """An OpenAI-compatible endpoint on 127.0.0.1 (HTTP/1.1, connections kept alive) answering each POST with
+    ``respond()``: a status and a JSON body. Returns its base URL and the server (``shutdown()`` stops it)."""
     import threading
     from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-
-    message = {"role": "assistant", "content": "Final Answer: In November 2001."}
-    reply = {
-        "status": 200,
-        "body": {
-            "id": "c1", "object": "chat.completion", "created": 0, "model": "m",
-            "choices": [{"index": 0, "finish_reason": "stop", "message": message}],
-            "usage": {"prompt_tokens": 10, "completion_tokens": 5, "total_tokens": 15},
-        },
-    }  # fmt: skip
 
     class Handler(BaseHTTPRequestHandler):
         protocol_version = "HTTP/1.1"
 
         def do_POST(self):
             self.rfile.read(int(self.headers["Content-Length"]))
-            body = json.dumps(reply["body"]).encode()
-            self.send_response(reply["status"])
+            status, reply = respond()
+            body = json.dumps(reply).encode()
+            self.send_response(status)
             self.send_header("Content-Type", "application/json")
             self.send_header("Content-Length", str(len(body)))
             self.end_headers()
@@ -136,5 +135,14 @@ def chat_endpoint():
 
     server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
     threading.Thread(target=server.serve_forever, daemon=True).start()
-    yield f"http://127.0.0.1:{server.server_address[1]}/v1", reply
+    return f"http://127.0.0.1:{server.server_address[1]}/v1", server
+
+
+@pytest.fixture
+def chat_endpoint():
+    """An OpenAI-compatible endpoint on 127.0.0.1 that answers every request with ``reply``: a status and a JSON body
+    the test may change; by default a finished chat completion."""
+    reply = {"status": 200, "body": completion("Final Answer: In November 2001.")}
+    url, server = start_chat_endpoint(lambda: (reply["status"], reply["body"]))
+    yield url, reply
     server.shutdown()

@@ -5,6 +5,7 @@ Real servers on 127.0.0.1: `serve`, an OpenAI-compatible endpoint (``chat_endpoi
 import os
 import subprocess
 import sys
+import time
 
 import httpx
 import pytest
@@ -28,24 +29,26 @@ def _openai_env(base_url: str) -> dict[str, str]:
     }  # fmt: skip
 
 
-def _serve_openai(home, base_url: str):
-    """``serve --llm openai`` against ``base_url``, started without the ``--llm fake`` of ``_start``."""
+def _serve(home, llm: str, env_extra: dict[str, str], health: int = 200):
+    """``serve --llm LLM -c tiny`` with ``env_extra``, started once /health answers ``health``."""
     port = _free_port()
-    env = {**os.environ, "AMBIGQA_HOME": str(home), "PYTHONPATH": os.getcwd(), **_openai_env(base_url)}
-    command = [sys.executable, "-m", "agent", "serve", "--port", str(port), "--llm", "openai", "-c", "tiny"]
+    env = {**os.environ, "AMBIGQA_HOME": str(home), "PYTHONPATH": os.getcwd(), **env_extra}
+    command = [sys.executable, "-m", "agent", "serve", "--port", str(port), "--llm", llm, "-c", "tiny"]
     proc = subprocess.Popen(command, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     base = f"http://127.0.0.1:{port}"
     for _ in range(400):
         try:
-            if httpx.get(f"{base}/health", timeout=1).status_code == 200:
-                return proc, base
+            assert httpx.get(f"{base}/health", timeout=30).status_code == health
+            return proc, base
         except httpx.TransportError:
             assert proc.poll() is None
-            import time
-
             time.sleep(0.3)
     _stop(proc)
     raise RuntimeError("server did not start")
+
+
+def _serve_openai(home, base_url: str):
+    return _serve(home, "openai", _openai_env(base_url))
 
 
 def _ask_each(base: str, methods: list[str]) -> dict[str, httpx.Response]:
@@ -87,33 +90,13 @@ def test_an_llm_that_answers_garbage_is_502_on_every_method_route(served_home, c
 
 def test_a_database_that_is_down_is_503_on_every_retrieving_route(served_home):
     url = f"postgresql://ambigqa:s3cret@127.0.0.1:{_free_port()}/db"
-    proc, base = _start_unhealthy(served_home, {"AMBIGQA_DATABASE_URL": url})
+    proc, base = _serve(served_home, "fake", {"AMBIGQA_DATABASE_URL": url}, health=503)
     try:
         for method, response in _ask_each(base, RETRIEVING).items():
             assert response.status_code == 503, (method, response.text)
             assert "s3cret" not in _one_line(response), method
     finally:
         _stop(proc)
-
-
-def _start_unhealthy(home, env_extra):
-    """``serve --llm fake`` whose /health is a 503 (its database is down): started when /health answers at all."""
-    port = _free_port()
-    env = {**os.environ, "AMBIGQA_HOME": str(home), "PYTHONPATH": os.getcwd(), **env_extra}
-    command = [sys.executable, "-m", "agent", "serve", "--port", str(port), "--llm", "fake", "-c", "tiny"]
-    proc = subprocess.Popen(command, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    base = f"http://127.0.0.1:{port}"
-    for _ in range(400):
-        try:
-            assert httpx.get(f"{base}/health", timeout=30).status_code == 503
-            return proc, base
-        except httpx.TransportError:
-            assert proc.poll() is None
-            import time
-
-            time.sleep(0.3)
-    _stop(proc)
-    raise RuntimeError("server did not start")
 
 
 def test_a_missing_collection_is_404_on_every_retrieving_route(served_home):

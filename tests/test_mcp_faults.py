@@ -6,16 +6,14 @@ One server per fault answers a call of every tool; each tool's answer is a test 
 settings (``AMBIGQA_LLM``), not ``--llm``: a clarify thread keeps the provider name it was started with, so a thread
 started with the scripted model in one process resumes with the faulty one in the next."""
 
-import json
 import os
 import sys
-import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import anyio
 import pytest
 
 from agent.registry import METHODS
+from tests.conftest import completion, start_chat_endpoint
 from tests.test_server import _free_port
 
 QUESTION = "When did the Harry Potter film come out?"
@@ -66,29 +64,8 @@ def one_line_error(result) -> str:
 @pytest.fixture(scope="module")
 def garbage_endpoint():
     """An OpenAI-compatible endpoint on 127.0.0.1 whose every chat completion is ``GARBAGE``."""
-    body = json.dumps({
-        "id": "c1", "object": "chat.completion", "created": 0, "model": "m",
-        "choices": [{"index": 0, "finish_reason": "stop", "message": {"role": "assistant", "content": GARBAGE}}],
-        "usage": {"prompt_tokens": 10, "completion_tokens": 5, "total_tokens": 15},
-    }).encode()  # fmt: skip
-
-    class Handler(BaseHTTPRequestHandler):
-        protocol_version = "HTTP/1.1"
-
-        def do_POST(self):
-            self.rfile.read(int(self.headers["Content-Length"]))
-            self.send_response(200)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(body)))
-            self.end_headers()
-            self.wfile.write(body)
-
-        def log_message(self, *args):
-            pass
-
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    yield f"http://127.0.0.1:{server.server_address[1]}/v1"
+    url, server = start_chat_endpoint(lambda: (200, completion(GARBAGE)))
+    yield url
     server.shutdown()
 
 

@@ -2,18 +2,17 @@
 on every request (any Unicode key, compared as UTF-8 bytes), and at most --max-concurrent graph runs at once, the
 rest a tool error instead of a queue."""
 
-import json
 import os
 import subprocess
 import sys
 import threading
 import time
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import anyio
 import httpx
 import pytest
 
+from tests.conftest import completion, start_chat_endpoint
 from tests.test_server import _free_port
 
 QUESTION = "When did the Harry Potter film come out?"
@@ -101,37 +100,19 @@ def slow_endpoint():
     the most requests it held at once."""
     state = {"delay": 2.0, "now": 0, "most": 0, "served": 0}
     lock = threading.Lock()
-    body = json.dumps({
-        "id": "c1", "object": "chat.completion", "created": 0, "model": "m",
-        "choices": [{"index": 0, "finish_reason": "stop",
-                     "message": {"role": "assistant", "content": "Final Answer: In November 2001."}}],
-        "usage": {"prompt_tokens": 10, "completion_tokens": 5, "total_tokens": 15},
-    }).encode()  # fmt: skip
 
-    class Handler(BaseHTTPRequestHandler):
-        protocol_version = "HTTP/1.1"
+    def respond():
+        with lock:
+            state["now"] += 1
+            state["most"] = max(state["most"], state["now"])
+        time.sleep(state["delay"])
+        with lock:
+            state["now"] -= 1
+            state["served"] += 1
+        return 200, completion("Final Answer: In November 2001.")
 
-        def do_POST(self):
-            self.rfile.read(int(self.headers["Content-Length"]))
-            with lock:
-                state["now"] += 1
-                state["most"] = max(state["most"], state["now"])
-            time.sleep(state["delay"])
-            with lock:
-                state["now"] -= 1
-                state["served"] += 1
-            self.send_response(200)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(body)))
-            self.end_headers()
-            self.wfile.write(body)
-
-        def log_message(self, *args):
-            pass
-
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    yield f"http://127.0.0.1:{server.server_address[1]}/v1", state
+    url, server = start_chat_endpoint(respond)
+    yield url, state
     server.shutdown()
 
 
