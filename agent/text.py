@@ -7,7 +7,7 @@ import string
 import unicodedata
 from collections.abc import Callable, Sequence
 
-from agent.llm.parsing import CITATION_MARK, SAYS, sentences
+from agent.llm.parsing import CITATION_MARK
 from agent.retrieval.terms import STOP_WORDS
 from agent.schemas import Passage, QAPair
 from agent.settings import get_settings
@@ -17,6 +17,7 @@ _SPELLINGS = [("january", "jan"), ("february", "feb"), ("march", "mar"), ("april
               ("june", "jun"), ("july", "jul"), ("august", "aug"), ("september", "sep", "sept"), ("october", "oct"),
               ("november", "nov"), ("december", "dec")]  # fmt: skip
 MONTHS = {name: i for i, names in enumerate(_SPELLINGS, start=1) for name in names}  # lower-case name → number
+MONTH_NAMES = [names[0].capitalize() for names in _SPELLINGS]
 _MONTH_NAME = r"(?P<month>" + "|".join(sorted(MONTHS, key=len, reverse=True)) + r")\.?"
 _DAY_NUMBER = r"(?P<day>\d{1,2})(?:st|nd|rd|th)?"
 _YEAR_NUMBER = r"(?P<year>\d{3,4})"
@@ -48,8 +49,7 @@ def iso_dates(text: str) -> str:
 def spelled_dates(text: str) -> str:
     """``text`` with every date written day first and its month named in full ("November 16, 2001", "2001-11-16" →
     "16 November 2001"; "Nov. 2001" → "November 2001"): one form for all, adding no number the text lacked."""
-    month_name = [names[0].capitalize() for names in _SPELLINGS]
-    return _dates(text, lambda year, month, day: f"{f'{day} ' if day else ''}{month_name[month - 1]} {year}")
+    return _dates(text, lambda year, month, day: f"{f'{day} ' if day else ''}{MONTH_NAMES[month - 1]} {year}")
 
 
 def _dates(text: str, write: Callable[[int, int, int | None], str]) -> str:
@@ -148,22 +148,7 @@ def printable(text: str) -> str:
     return "".join(ch for ch in text if ch in "\n\t" or unicodedata.category(ch) not in ("Cc", "Cf", "Cs"))
 
 
-# An answer states facts; it does not tell the reader where they came from ("the passage retrieved for the question
-# states ...", "from the disambiguation question ..."), nor quote its sources at length.
-_SOURCE_TALK = re.compile(
-    r"\b(passages?|contexts?|disambiguat\w*|retrieved|(?:long|short|final)\s+answers?|D[QA]\s?\d+"
-    r"|(?:does|do|did)\s+not\s+(?:provide|give|contain)\s+(?:any\s+)?information)\b",
-    re.IGNORECASE,
-)  # "the final answer to the question ..." talks about the answer, and "it does not provide any information" about
-# its source, not the world
-COPY_LIMIT = 15  # consecutive words shared with one source passage that count as quoting it
-
-
-def mentions_sources(text: str) -> bool:
-    """Whether ``text`` talks about its sources (passages, context, retrieval, disambiguation questions) or about
-    the answer itself ("the long answer explains ...")."""
-    return bool(_SOURCE_TALK.search(text))
-
+COPY_LIMIT = 15  # consecutive words shared with one source passage that count as quoting it (a metric, never a rule)
 
 _NON_ANSWER = re.compile(
     r"^(?:unknown|none|n/?a|no\s+(?:answer|information|data)\b.*|not\s+(?:specified|mentioned|provided|stated|given|"
@@ -180,70 +165,6 @@ def states_nothing(answer: str) -> bool:
     return bool(_NON_ANSWER.match(answer.strip().rstrip(".")))
 
 
-_SOURCES = (
-    r"(?:(?:the\s+|this\s+)?(?:(?:retrieved|given|provided|first|second|third)\s+)?(?:passages?|contexts?)(?:\s*\[\d+\])*"
-    r"|D[QA]\s?\d+)"
-)  # "DQ 1" / "DA 1": the prompt's disambiguation lines
-_PAIR_REFERENCE = re.compile(r"\s*\((?:D[QA]\s?\d+[,;]?\s*)+\)")  # "football (DA 1)." → "football."
-_QUOTED = r"[\"“][^\"”]*[\"”]"
-_ANSWER_ITSELF = (  # "(Therefore,) the final answer to the question "Who ...?" is" / "The long answer explains that"
-    rf"(?:(?:therefore|so|thus|hence|in\s+(?:summary|conclusion)),?\s+)?the\s+(?:long|short|final|correct)\s+"
-    rf"answer(?:\s+to\s+(?:(?:the|this)\s+question(?:\s*{_QUOTED})?|{_QUOTED}))?"
-    rf"\s+(?:is\s*:?\s*(?:that\s+)?|{SAYS}(?:\s+that\s+|\s*:\s*|\s+))"
-)  # "Therefore, the correct answer to this question is that Paul Newman …" → "Paul Newman …"
-_WE_SEE = (  # "Based on this information, we can see that X" → "X"
-    r"(?:we\s+can\s+(?:see|say|conclude|infer)|it\s+(?:is|can\s+be)\s+(?:clear|seen|concluded|inferred))\s+that\s+"
-)
-_ATTRIBUTION = re.compile(  # "According to passage [2], X" / "The passage clearly states that X" → "X"
-    rf"^(?P<heading>[^:.!?\"“\[\]]{{1,40}}:\s+)?"  # a list item's label stays: "As a specific date: The passage …"
-    rf"(?:(?:according\s+to|as\s+(?:stated|mentioned|shown|noted)\s+in|based\s+on|from|in)\s+{_SOURCES}\s*,\s*"
-    rf"(?:it\s+{SAYS}\s+(?:that\s+)?|{_WE_SEE})?|{_SOURCES}\s+{SAYS}(?:\s+that\s+|\s*:\s*|\s+)|{_ANSWER_ITSELF}"
-    rf"|it\s+(?:also\s+)?(?:states|says|mentions|notes)(?:\s+that\s+|\s*:\s*)"  # "It states that X": the passage
-    rf"|based\s+on\s+(?:this|that|these|the|all\s+(?:this|the))\s+(?:information|evidence|facts?|details?)\s*,\s*"
-    rf"(?:{_WE_SEE})?"
-    rf"|this\s+(?:\w+ly\s+)?(?:indicates|suggests|shows|means|implies|confirms)\s+that\s+"  # "This indicates that X"
-    rf"|(?P<cites>{CITATION_MARK.pattern}(?:\s*{CITATION_MARK.pattern})*)\s+{SAYS}(?:\s+that\s+|\s*:\s*))",
-    re.IGNORECASE,
-)
-CONCLUSION = re.compile(rf"(?:^|(?<=[\n.!?]))\s*(?={_ANSWER_ITSELF})", re.IGNORECASE)  # where a conclusion begins
-_TRAILING_ATTRIBUTION = re.compile(  # "X, as evidenced by the passage [1]." / "X, which is supported by DA 4." → "X."
-    rf",?\s+(?:which\s+(?:is|was|are|were)\s+(?:\w+ly\s+)?)?"
-    rf"(?:(?:as\s+)?(?:evidenced|stated|mentioned|shown|noted|seen|supported|confirmed|provided|given)\s+(?:by|in|as)"
-    rf"|according\s+to)"
-    rf"\s+{_SOURCES}(?=\s*[.!?]?$)",
-    re.IGNORECASE,
-)
-
-
-def unnarrated(sentence: str) -> str:
-    """``sentence`` without a lead-in or a tail that attributes it to the sources ("According to passage [2], ...",
-    "The passage clearly states that ...", "..., as evidenced by passage [1]." (its citation stays), "According to DQ
-    1, ...", "(DA 1)"); '' when what is left still talks about them ("This is evident from the passage")."""
-    stripped = _TRAILING_ATTRIBUTION.sub(_its_citations, _lead_in_dropped(_PAIR_REFERENCE.sub("", sentence)), count=1)
-    return "" if mentions_sources(stripped) else stripped
-
-
-def _its_citations(tail: re.Match[str]) -> str:
-    """What stays of a trailing attribution: its citation marks (", as evidenced by the passage [1]" → " [1]")."""
-    return "".join(f" {mark}" for mark in CITATION_MARK.findall(tail[0]))
-
-
-_STOP = re.compile(r"(.*?)([.!?]?)$", re.DOTALL)  # a sentence's body and its stop
-
-
-def _lead_in_dropped(sentence: str) -> str:
-    """``sentence`` less its ``_ATTRIBUTION`` lead-in (a list item's label before it stays), the rest capitalised; a
-    lead-in that is a bare citation keeps its marks before the stop ("[13] states that X." → "X [13].")."""
-    if not (lead_in := _ATTRIBUTION.match(sentence)):
-        return sentence
-    rest = sentence[lead_in.end() :]
-    if lead_in["cites"]:
-        body, stop = _STOP.match(rest).groups()
-        rest = f"{body} {lead_in['cites']}{stop}"
-    return (lead_in["heading"] or "") + rest[:1].upper() + rest[1:]
-
-
-_NAME_OR_NUMBER = re.compile(r"(?<![.!?]\s)(?<![\n\"“])(?<!^)\b[A-Z][\w'’-]*|\b\d[\d,]*")  # no sentence's first word
 _CITATION = re.compile(rf"\s*{CITATION_MARK.pattern}")  # " [3]", " [1, 4]"
 
 
@@ -251,42 +172,6 @@ def without_citations(text: str) -> str:
     """``text`` less its citation marks ("premiered on 4 November 2001 [1]." → "... 2001."): once normalised, "[3]"
     would read as the number 3."""
     return _CITATION.sub("", text)
-
-
-_NUMBER = re.compile(r"\b\d[\d,]*")
-
-
-def unborrowed(text: str, demonstration: str, sources: Sequence[str], numbers_only: bool = False) -> str:
-    """``text`` less the sentences that carry a name or number of ``demonstration`` (a prompt's worked example)
-    that none of ``sources`` holds: a small model copying its example's facts into an answer ("E. L. James's novel
-    was published on June 20, 2011" in an answer about "A Single Man"). '' when every sentence does. A full date
-    whose borrowed number is only its day, while a source holds its year, is first cut to the year (``_years_only``).
-    ``numbers_only`` looks at numbers alone: for a casebook of several examples, whose names ("North America",
-    "June") an answer may state from its own passages' wording without having copied them."""
-    held = set(_words(" ".join(sources)))
-    named = (_NUMBER if numbers_only else _NAME_OR_NUMBER).findall(without_citations(demonstration))
-    foreign = {w for w in _words(" ".join(named)) if w not in held}
-    text = _years_only(text, foreign, held)
-    return " ".join(s for s in sentences(text) if not foreign & set(_words(without_citations(s))))
-
-
-_FULL_DATES = [re.compile(rf"(?P<on>\bon\s+(?:the\s+)?)?{pattern}", re.IGNORECASE) for pattern in _SPELLED_DAYS]
-
-
-def _years_only(text: str, foreign: set[str], held: set[str]) -> str:
-    """``text`` with each full date whose day is ``foreign`` (an example's, nothing read holds it) and whose year is
-    ``held`` cut to its year: "released on June 19, 2003" → "released in 2003" where the pair says 2003 and the
-    example has a June 19. The small model fills its example's date format with a day of its own; the year is what
-    the grounds hold, and the sentence then states it instead of being dropped."""
-
-    def cut(date: re.Match[str]) -> str:
-        if date["day"] not in foreign or date["year"] not in held:
-            return date[0]
-        return f"{'In' if date['on'][:1] == 'O' else 'in'} {date['year']}" if date["on"] else date["year"]
-
-    for pattern in _FULL_DATES:
-        text = pattern.sub(cut, text)
-    return text
 
 
 def _words(text: str) -> list[str]:
@@ -316,136 +201,3 @@ def longest_copied_run(text: str, sources: Sequence[str]) -> int:
     """The most consecutive words (normalised) that ``text`` shares with any one of ``sources``."""
     runs = copied_runs(text, sources)
     return len(runs[0].split()) if runs else 0
-
-
-def uncopied(text: str, sources: Sequence[str], answers: Sequence[str] = ()) -> str:
-    """``text`` kept below ``COPY_LIMIT`` consecutive words of any one of ``sources``: each sentence is kept, in order,
-    while the text kept so far copies fewer; a sentence that would copy is cut back to its longest leading clause that
-    does not (``leading_clauses``: "X was hanged on December 7, 1869, on the outside wall of ..." → "X was hanged on
-    December 7, 1869."), else dropped. '' when nothing is left, or when what is left loses one of ``answers`` that
-    ``text`` states (a reading outweighs a quote). The last resort of an answer whose rewrites still quote a passage."""
-    kept: list[str] = []
-    for sentence in sentences(text):
-        for candidate in (sentence, *leading_clauses(sentence)):
-            if longest_copied_run(" ".join([*kept, candidate]), sources) < COPY_LIMIT:
-                kept.append(candidate)
-                break
-    left = " ".join(kept)
-    return "" if any(contains_answer(text, a) and not contains_answer(left, a) for a in answers) else left
-
-
-_CLAUSE_END = re.compile(r"[,;]\s+(?!\d{4}\b)")  # not the comma of "December 7, 1869"
-_OPENER = re.compile(  # a sentence that opens with a phrase ("As agents of the bureau, the team ...")
-    r"^(?:about|according|after|against|along|although|among|as|at|because|before|besides|by|despite|during|"
-    r"following|for|from|if|in|like|on|once|since|though|through|throughout|under|unlike|until|upon|when|whereas|"
-    r"while|with|within|without)\b",
-    re.IGNORECASE,
-)
-MIN_CLAUSE_WORDS = 4  # a shorter head ("The film.", "In 2003, the film.") says nothing on its own
-_FINITE = re.compile(  # a verb, roughly: enough to tell "The film was released in 2003" from "The film"
-    r"\b(?:is|are|was|were|has|have|had|does|did|will|would|can|could|may|might|should|must|became|began|came|went|"
-    r"won|made|took|gave|wrote|sang|held|led|ran|saw|told|found|left|built|sold|got|lost|beat|bought|brought|fought|"
-    r"drew|flew|grew|knew|threw|spoke|chose|rose|stood|said|paid|\w{2,}ed)\b",
-    re.IGNORECASE,
-)
-_NOUN_BEFORE = {"a", "an", "the", "its", "his", "her", "our", "their", "of", "all", "any", "few", "many", "some",
-                "these", "those", "several", "two", "three", "four", "five"}  # fmt: skip
-_DANGLING = re.compile(
-    r"\b(?:a|an|the|of|to|in|on|at|by|for|from|with|about|as|than|and|or|but|nor|its|their|his|her|this|that)\W*$",
-    re.IGNORECASE,
-)
-_RELATIVE = re.compile(r"[,;]\s+(?:who|whom|whose|which|where|when|that)\b", re.IGNORECASE)
-
-
-def _has_verb(clause: str) -> bool:
-    """Whether ``clause`` seems to hold a verb: a common one, a past form, or a lower-case word in -s after a word
-    that does not start a plural ("It originates", "the team travels"; not "the rivers", "Beatles", "status")."""
-    if _FINITE.search(clause):
-        return True
-    words = re.findall(r"[\w'’-]+", clause)
-    return any(
-        word.islower() and len(word) > 3 and word.endswith("s") and not word.endswith(("ss", "us", "is"))
-        and before.lower() not in _NOUN_BEFORE
-        for before, word in zip(words, words[1:])
-    )  # fmt: skip
-
-
-LIST_ITEM_WORDS = 5  # "James Johnston", "Joseph McDowell and Isaac Shelby": an item of a list
-
-
-def _in_list(sentence: str, end: int, ends: list[int]) -> bool:
-    """Whether a cut at ``end`` would end a list early ("led by A, B, C, D and E" → "led by A, B."): the segment after
-    it is an item (at most ``LIST_ITEM_WORDS`` words) that ends the list ("and E") or is followed by another item."""
-    cuts = [end, *(e for e in ends if e > end), len(sentence)]
-    segments = [sentence[a + 1 : b] for a, b in zip(cuts, cuts[1:])]  # the clauses after the cut, in order
-    following = segments[0]
-    if len(following.split()) > LIST_ITEM_WORDS:
-        return False
-    if re.search(r"\b(?:and|or)\b", following):
-        return True
-    return len(segments) > 1 and len(segments[1].split()) <= LIST_ITEM_WORDS
-
-
-def leading_clauses(sentence: str) -> list[str]:
-    """The heads of ``sentence`` that end where one of its clauses does (at a comma or semicolon; never inside a date,
-    brackets, quotes or a list, nor after a word that wants another: "for about."), longest first, each closed with a
-    full stop. The sentence's main clause is its first, or its second after an opening phrase ("As agents of the
-    bureau,", "Meanwhile,": a preposition or a clause without a verb); only a main clause with a verb gives heads, and
-    each holds at least ``MIN_CLAUSE_WORDS`` words past the opening phrase: "In 2003, the film, which came out, did
-    well." has none."""
-    ends = [m.start() for m in _CLAUSE_END.finditer(sentence)]
-    subject = bool(ends) and bool(_RELATIVE.match(sentence, ends[0]))  # "The album, which came out in 1999, sold"
-    opens = bool(ends) and (bool(_OPENER.match(sentence)) or not (subject or _has_verb(sentence[: ends[0]])))
-    first = 1 if opens else 0
-    start = ends[0] if opens else 0
-    if first >= len(ends) or not _has_verb(sentence[start : ends[first]]):
-        return []
-    heads = []
-    for end in reversed(ends[first:]):
-        head = sentence[:end].rstrip()
-        balanced = (
-            head.count("(") == head.count(")") and head.count('"') % 2 == 0 and head.count("“") == head.count("”")
-        )
-        dangling = _DANGLING.search(head)  # "flows southeast for about" (a passage that lost its number)
-        listing = _in_list(sentence, end, ends)
-        if balanced and not dangling and not listing and len(_words(sentence[start:end])) >= MIN_CLAUSE_WORDS:
-            heads.append(head if head.endswith(".") else f"{head}.")
-    return heads
-
-
-# A sentence about the question instead of the world: the small model echoing VerDICt's "explain how the question can
-# be read" ("The question "…" can be read as asking about the founding date of the school."), or judging the readings.
-_QUESTION_TALK = re.compile(
-    r"^(?:the\s+question\b[^.]*?\b(?:can|could|may|might)\s+be\s+(?:read|interpreted|understood|answered)\b"
-    r"|the\s+question\s+(?:asks|is\s+asking)\b"
-    r"|there\s+are\s+(?:\w+\s+){0,2}(?:versions|readings|interpretations)\s+of\s+(?:this|the)\s+question\b"
-    r"|the\s+(?:first|second|third|fourth|other)\s+(?:version|reading|interpretation)\s+(?:asks|is\s+asking)\b"
-    r"|this\s+is\s+the\s+only\s+answer\s+that\s+(?:\w+\s+)?addresses\s+the\s+question\b"
-    r"|this\s+(?:\w+ly\s+)?(?:answers|addresses)\s+the\s+question\b"
-    r"|(?:the\s+|all\s+(?:the\s+)?)?(?:other|remaining)\s+(?:answers?|options?|choices?)\s+"  # grading the readings
-    r"(?:are|is|were|was|do|does|may|might|could|seem|refer)\b)",
-    re.IGNORECASE,
-)
-
-
-def without_question_talk(text: str, answers: Sequence[str]) -> str:
-    """``text`` less the sentences that talk about the question ("The question … can be read as asking about …",
-    "This is the only answer that directly addresses the question …") or grade the other readings ("The other answers
-    are either incorrect or not relevant …") and state none of ``answers``; '' when every sentence does. Such a
-    sentence that introduces a list ("… can be read in two ways: As a date: It was sold in 1976.", the list items
-    joined to it) loses only its introduction."""
-    kept = []
-    for sentence in sentences(text):
-        while (talk := _QUESTION_TALK.match(sentence)) and (introduced := _INTRODUCED.search(sentence, talk.end())):
-            sentence = sentence[introduced.end() :]
-        if not _QUESTION_TALK.match(sentence) or any(contains_answer(sentence, a) for a in answers):
-            kept.append(sentence)
-    return " ".join(kept)
-
-
-_INTRODUCED = re.compile(r":\s+(?=[A-Z])")  # "… in two ways: As a specific date …": what the colon introduces
-
-
-def narrates(text: str, sources: Sequence[str]) -> bool:
-    """An answer that talks about its sources or copies ``COPY_LIMIT`` or more consecutive words of one of them."""
-    return mentions_sources(text) or longest_copied_run(text, sources) >= COPY_LIMIT

@@ -1,8 +1,8 @@
 """DIVA (In et al.): diversify the retrieval, verify it, adapt the generation to its grade — Algorithm 1.
 
 type_ambiguity (I_a) → interpret (I_p) → retrieve (pool C, top-K per interpretation) → prune (top-K by Eq. 5)
-→ verify (one Yes/No per interpretation, Eq. 7) → Useful / PartialUseful: rag_extract (I_e) → rag_generate (I_g);
-Useless: closed_book (I_l). Every call opens with the question's casebook; in the default ``casebook_short`` layout
+→ verify (one Yes/No per interpretation, Eq. 7) → Useful / PartialUseful: rag_extract (I_e) → rag_generate (I_g's
+draft) → the answer step's checks (``agent.answer_step``); Useless: closed_book (I_l). Every call opens with the question's casebook; in the default ``casebook_short`` layout
 verify's calls and I_e then open their turn with the kept passages, and I_g continues I_e's conversation, so the
 casebook and the passages are each prefilled once.
 """
@@ -16,23 +16,25 @@ from langgraph.graph import END, START, StateGraph
 from langgraph.runtime import Runtime
 from pydantic import BaseModel, Field
 
-from agent.context import RunContext, context_of
+from agent.answer_step import AnswerOptions, AnswerStepState, ReviewedOutput, add_answer_step, drafted
+from agent.context import context_of
 from agent.llm.calls import Reply, aask, gather_concurrently
 from agent.llm.parsing import parse_yes_no
 from agent.nodes import llm_node
 from agent.retrieval.pipeline import FirstStage, MemoScorer, Reranker, rank_pool
 from agent.schemas import AmbiguityType, Passage, YesNo
-from agent.state import AnswerOutput, QuestionInput
+from agent.state import QuestionInput
 from agent.steps import conflict, rac
 from agent.steps.ambiguity import classify_ambiguity, infer_interpretations
 from agent.steps.casebook import evidence, shared_prefix
+from agent.steps.checks import foreign_figures
 from agent.steps.conflict import Conflict, SettleOptions
 
 Grade = Literal["Useful", "PartialUseful", "Useless"]
 ExtractLayout = Literal["own_examples", "casebook_short"]
 
 
-class DivaContext(SettleOptions, RunContext):
+class DivaContext(SettleOptions, AnswerOptions):
     top_k: int = Field(
         default=5, ge=1, le=50, description="K: passages per interpretation (Eq. 4) and kept by pruning (A.4: 5)"
     )
@@ -76,10 +78,6 @@ class DivaContext(SettleOptions, RunContext):
     verify_max_tokens: int = Field(
         default=24, ge=4, le=300, description="reply tokens of a Yes/No verification (App. A.4.2: 3 on average)"
     )
-    complete_readings: bool = Field(
-        default=False,
-        description="add sentences for the pairs whose short answer the answer leaves out (on in ToC; unmeasured in DIVA)",
-    )
 
 
 class ScoredPassage(BaseModel):
@@ -100,7 +98,7 @@ class Verification(BaseModel):
     parsed: bool = Field(description="False when the output stayed unparseable after retries and counts as No")
 
 
-class DivaOutput(AnswerOutput, total=False):
+class DivaOutput(ReviewedOutput, total=False):
     ambiguity_types: list[AmbiguityType]
     ambiguity_reason: str
     interpretations: list[str]
@@ -118,7 +116,7 @@ class TypedQuestionInput(QuestionInput, total=False):
     ambiguity_reason: str
 
 
-class DivaState(QuestionInput, DivaOutput, total=False):
+class DivaState(QuestionInput, DivaOutput, AnswerStepState, total=False):
     scored: list[ScoredPassage]  # P̃, the union of the interpretations' top-K, scored by Eq. 5 in prune
     short_extract_reply: str | None  # I_e's reply (casebook_short), whose conversation I_g continues
 
@@ -263,17 +261,20 @@ async def settle(state: DivaState, runtime: Runtime[DivaContext]) -> dict:
 
 
 async def rag_generate(state: DivaState, runtime: Runtime[DivaContext]) -> dict:
+    """I_g's first draft (Eq. 2), continuing I_e's conversation where it can; the answer step checks it."""
     ctx = context_of(runtime, DivaContext)
-    question, passages, options = state["question"], state["passages"], ctx.llm_options()
-    disputed = conflict.disputes(state.get("conflicts", []))
-    if disputed and not state["disambiguations"]:  # every reading was left undecided: assert nothing
-        return {"answer": disputed}
+    question, pairs, passages, options = (
+        state["question"],
+        state["disambiguations"],
+        state["passages"],
+        ctx.llm_options(),
+    )
+    if not pairs and conflict.disputes(state.get("conflicts", [])):  # every reading was left undecided: assert nothing
+        return {"drafts": []}
     book, extracted = await casebook(state, ctx), state.get("short_extract_reply")
     history = rac.short_extract_transcript(question, passages, options, book, extracted) if extracted else None
-    reply = await rac.generate(
-        question, state["disambiguations"], passages, options, book, history, complete=ctx.complete_readings
-    )  # Eq. 2
-    return {"answer": " ".join(filter(None, [reply.value, disputed]))}
+    reply = await rac.draft(question, pairs, passages, options, book, history)
+    return drafted(reply, foreign_figures(book, rac.grounds(question, pairs, passages)))
 
 
 async def closed_book(state: DivaState, runtime: Runtime[DivaContext]) -> dict:
@@ -312,7 +313,7 @@ def build(input_schema: type = QuestionInput) -> Any:
     builder.add_conditional_edges("verify", adapt)
     builder.add_conditional_edges("rag_extract", after_extract)
     builder.add_edge("settle", "rag_generate")
-    builder.add_edge("rag_generate", END)
+    add_answer_step(builder, "rag_generate")
     builder.add_edge("closed_book", END)
     return builder.compile(name="diva")
 

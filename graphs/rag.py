@@ -1,5 +1,6 @@
-"""Vanilla RAG (RAC in the DIVA and ToC papers): retrieve top-k → extract DQ/DA pairs (I_e) → long-form answer (I_g).
-With ``answer_style=short`` it is the multi-hop baseline instead: retrieve top-k → one reasoned short answer.
+"""Vanilla RAG (RAC in the DIVA and ToC papers): retrieve top-k → extract DQ/DA pairs (I_e) → long-form answer (I_g),
+drafted and then checked (``agent.answer_step``). With ``answer_style=short`` it is the multi-hop baseline instead:
+retrieve top-k → one reasoned short answer.
 
 ``retrieve`` runs the retrieval pipeline: the first stage, then the re-ranker over its top ``rerank_depth``."""
 
@@ -12,16 +13,18 @@ from langgraph.graph import END, START, StateGraph
 from langgraph.runtime import Runtime
 from pydantic import Field
 
-from agent.context import RunContext, context_of
+from agent.answer_step import AnswerOptions, AnswerStepState, ReviewedOutput, add_answer_step, drafted
+from agent.context import context_of
 from agent.llm.calls import aask
 from agent.llm.parsing import parse_final_answer
 from agent.nodes import llm_node
-from agent.state import AnswerOutput, QuestionInput
-from agent.steps.rac import extract, generate
+from agent.state import QuestionInput
+from agent.steps.checks import foreign_figures
+from agent.steps.rac import draft, extract, grounds
 from agent.text import render_passages
 
 
-class RagContext(RunContext):
+class RagContext(AnswerOptions):
     top_k: int = Field(default=5, ge=1, le=50, description="passages retrieved for the question (DIVA A.3: 5)")
     structured: bool = Field(
         default=False, description="I_e as JSON under a grammar, else the papers' DQ/DA text (ours: docs/answers.md)"
@@ -30,17 +33,13 @@ class RagContext(RunContext):
         default="long",
         description="long: DQ/DA pairs, then a long answer (ASQA); short: a reasoned short answer (multi-hop baseline)",
     )
-    complete_readings: bool = Field(
-        default=False,
-        description="add sentences for the pairs whose short answer the answer leaves out (on in ToC; off here: docs/evaluation.md)",
-    )
 
 
-class RagOutput(AnswerOutput, total=False):
+class RagOutput(ReviewedOutput, total=False):
     reasoning: str  # the short answer's step-by-step reasoning (answer_style=short only)
 
 
-class RagState(QuestionInput, RagOutput, total=False):
+class RagState(QuestionInput, RagOutput, AnswerStepState, total=False):
     pass
 
 
@@ -74,13 +73,12 @@ def answer_style(state: RagState, runtime: Runtime[RagContext]) -> Literal["rag_
 
 
 async def rag_generate(state: RagState, runtime: Runtime[RagContext]) -> dict:
+    """I_g's first draft; the answer step checks it."""
     ctx = context_of(runtime, RagContext)
-    book = await ctx.acasebook(state["question"])  # the same examples and passages as rag_extract: a cached prefix
-    reply = await generate(
-        state["question"], state["disambiguations"], state["passages"], ctx.llm_options(), book,
-        complete=ctx.complete_readings,
-    )  # fmt: skip
-    return {"answer": reply.value}
+    question, pairs, passages = state["question"], state["disambiguations"], state["passages"]
+    book = await ctx.acasebook(question)  # the same examples and passages as rag_extract: a cached prefix
+    reply = await draft(question, pairs, passages, ctx.llm_options(), book)
+    return drafted(reply, foreign_figures(book, grounds(question, pairs, passages)))
 
 
 builder = StateGraph(RagState, input_schema=QuestionInput, output_schema=RagOutput, context_schema=RagContext)
@@ -91,6 +89,6 @@ builder.add_node("short_answer", llm_node(short_answer))
 builder.add_edge(START, "retrieve")
 builder.add_conditional_edges("retrieve", answer_style)
 builder.add_edge("rag_extract", "rag_generate")
-builder.add_edge("rag_generate", END)
+add_answer_step(builder, "rag_generate")
 builder.add_edge("short_answer", END)
 graph = builder.compile(name="rag")

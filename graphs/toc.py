@@ -8,8 +8,9 @@ the tree at the children per expansion seen so far, so it makes about the calls 
 children in BFS order and checks termination: ``max_nodes`` nodes (near-duplicates count, as every node the official
 code adds counts; verification-pruned ones do not), 3 failed expansions in a row, or the expansion cap. When the queue
 is spent (max depth reached, or every expansion failed) the root and the valid nodes are expanded again on passages
-they have not read, up to ``max_restarts`` times, as the official code restarts. ``generate`` answers from up to
-``answer_pairs`` distinct pairs and 5 passages, and adds the readings its answer left out (``complete_readings``).
+they have not read, up to ``max_restarts`` times, as the official code restarts. ``generate`` drafts the answer from up
+to ``answer_pairs`` distinct pairs and 5 passages; the answer step checks it, the readings it leaves out included
+(``answer_checks``: ``incomplete``).
 
 Self-verification asks whether the child's answer could answer the *root* AQ given the best answer-containing
 passage, as Sec. 3.2 and Tables 8-9 define it; the DQ itself is not shown. (The official code's verify path crashes:
@@ -29,7 +30,15 @@ from langgraph.types import Send
 from pydantic import BaseModel, Field
 from typing_extensions import TypedDict
 
-from agent.context import RunContext, context_of
+from agent.answer_step import (
+    AnswerOptions,
+    AnswerStepState,
+    ReviewedOutput,
+    add_answer_step,
+    checks_option,
+    drafted,
+)
+from agent.context import context_of
 from agent.llm.calls import Reply, aask, gather_concurrently
 from agent.llm.parsing import parse_true_false
 from agent.llm.usage import merge_usage
@@ -37,14 +46,15 @@ from agent.nodes import llm_node
 from agent.retrieval.embeddings import embed
 from agent.retrieval.pipeline import Reranker, rank_pool
 from agent.schemas import Disambiguation, Passage, TrueFalse, UsageReport
-from agent.state import AnswerOutput, QuestionInput
+from agent.state import QuestionInput
 from agent.steps import rac
+from agent.steps.checks import Check, foreign_figures
 from agent.text import normalize_answer, passage_text, supporting_ids
 
 RETRIEVED = 10  # passages reported as retrieved: one holding each answer first (BFS order), then the pool's best
 
 
-class TocContext(RunContext):
+class TocContext(AnswerOptions):
     pool_size: int = Field(default=100, ge=1, le=1000, description="candidate passages retrieved for the AQ (App. A.3)")
     top_k: int = Field(default=5, ge=1, le=20, description="passages reranked from the pool for each expansion (A.3)")
     max_nodes: int = Field(default=10, ge=1, le=50, description="stop at this many nodes (Sec. 5)")
@@ -83,10 +93,7 @@ class TocContext(RunContext):
     answer_passages: int = Field(
         default=5, ge=1, le=20, description="passages in the answer prompt, answer-containing first"
     )
-    complete_readings: bool = Field(
-        default=True,
-        description="add sentences for the pairs whose short answer the answer leaves out (docs/evaluation.md)",
-    )
+    answer_checks: list[Check] = checks_option("narrates", "states_nothing", "borrows", "incomplete")
 
 
 class Clarification(Disambiguation):
@@ -115,14 +122,14 @@ def collect(left: list[Expansion] | None, right: list[Expansion] | None) -> list
     return [] if right is None else [*(left or []), *right]
 
 
-class TocOutput(AnswerOutput, total=False):
+class TocOutput(ReviewedOutput, total=False):
     tree: list[TreeNode]  # BFS order; the root holds the AQ
     stop_reason: str
     expansions: int
     restored: int  # verification-pruned nodes that undo-pruning gave back to the answer
 
 
-class TocState(QuestionInput, TocOutput, total=False):
+class TocState(QuestionInput, TocOutput, AnswerStepState, total=False):
     pool: list[Passage]  # the candidate pool retrieved once for the AQ
     queue: list[int]  # ids of the nodes waiting for expansion, in BFS order
     frontier: list[int]  # the head of the queue that the next BFS round expands
@@ -368,8 +375,8 @@ def explore(state: TocState) -> list[Send] | Literal["generate"]:
 
 
 async def generate(state: TocState, runtime: Runtime[TocContext]) -> dict:
-    """Answer generation (Sec. 3.2, App. A.3): up to ``answer_pairs`` valid pairs in BFS order, ``answer_passages``
-    passages, answer-containing first."""
+    """Answer generation (Sec. 3.2, App. A.3), its first draft: up to ``answer_pairs`` valid pairs in BFS order,
+    ``answer_passages`` passages, answer-containing first; the answer step checks it."""
     ctx = context_of(runtime, TocContext)
     tree = undo_pruning(state["tree"], ctx.min_nodes)
     restored = sum(not n.pruned and n.pruned_by == "verification" for n in tree)
@@ -377,16 +384,14 @@ async def generate(state: TocState, runtime: Runtime[TocContext]) -> dict:
     pairs = [Disambiguation(question=n.question, answer=n.answer, passage_ids=n.passage_ids) for n in nodes]
     passages = answer_passages(nodes, state["pool"], ctx.answer_passages)
     book = await ctx.acasebook(state["question"])
-    reply = await rac.generate(
-        state["question"], pairs, passages, ctx.llm_options(), book, complete=ctx.complete_readings
-    )
+    reply = await rac.draft(state["question"], pairs, passages, ctx.llm_options(), book)
     return {
         "tree": tree,
         "restored": restored,
-        "answer": reply.value,
         "disambiguations": pairs,
         "passages": passages,
         "retrieved": answer_passages(nodes, state["pool"], max(ctx.answer_passages, RETRIEVED)),
+        **drafted(reply, foreign_figures(book, rac.grounds(state["question"], pairs, passages))),
     }
 
 
@@ -423,5 +428,5 @@ builder.add_edge(START, "retrieve")
 builder.add_conditional_edges("retrieve", explore, ["expand", "generate"])
 builder.add_edge("expand", "grow")
 builder.add_conditional_edges("grow", explore, ["expand", "generate"])
-builder.add_edge("generate", END)
+add_answer_step(builder, "generate")
 graph = builder.compile(name="toc")

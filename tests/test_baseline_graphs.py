@@ -4,7 +4,6 @@ import pytest
 
 import agent
 from agent.errors import CollectionError, ConfigError, InvalidQuestionError, UnknownMethodError
-from agent.text import PASSAGES_HEADING
 
 QUESTION = "When did the Harry Potter film come out?"
 EXTRACT = "DQ 1: When was the world premiere of the film?\nDA 1: 4 November 2001\nDQ 2: When was it released in US cinemas?\nDA 2: 16 November 2001"
@@ -15,12 +14,14 @@ def test_rag_runs_retrieve_extract_generate_and_cites_passages(collection, scrip
     name, model = scripted({"rag_extract": EXTRACT, "rag_generate": GENERATE})
     nodes = []
     result = agent.run(QUESTION, method="rag", llm=name, collection=collection, on_node=lambda n, u, s: nodes.append(n))
-    assert nodes == ["retrieve", "rag_extract", "rag_generate"]
+    assert nodes == ["retrieve", "rag_extract", "rag_generate", "check_answer", "finish_answer"]
     assert model.prompts() == ["rag_extract", "rag_generate"]
     assert len(result.passages) == 5
-    assert result.answer.startswith("The film premiered in London")
     by_answer = {d.answer: d.passage_ids for d in result.disambiguations}
     assert by_answer == {"4 November 2001": ["hp-premiere"], "16 November 2001": ["hp-us"]}
+    number = {p.id: n for n, p in enumerate(result.passages, 1)}  # the sentence cites both readings' passages
+    marks = "".join(f"[{n}]" for n in sorted([number["hp-premiere"], number["hp-us"]]))
+    assert result.answer == GENERATE.removeprefix("Answer: ").removesuffix(".") + f" {marks}."
     assert result.usage.total.calls == 2
     assert set(result.usage.by_node) == {"rag_extract", "rag_generate"}
     assert result.usage.total.input_tokens == sum(u.input_tokens for u in result.usage.by_node.values()) > 0
@@ -51,14 +52,9 @@ def test_unparseable_extraction_falls_back_to_no_pairs_and_still_answers(collect
 def test_closed_book_is_one_call_without_passages(collection, scripted):
     name, model = scripted({"closed_book": "Final Answer: It came out in November 2001, first in London."})
     result = agent.run(QUESTION, method="closed_book", llm=name, collection=collection)
-    assert result.answer == "It came out in November 2001, first in London."
+    assert result.answer == "It came out in November 2001, first in London."  # the echoed label goes, nothing else
     assert result.passages == [] and result.usage.total.calls == 1
     assert "Question: " + QUESTION in model.calls[0].user
-    talk = " This reading is directly stated in the final answer provided. It depends on the context."
-    name, _ = scripted({"closed_book": "Final Answer: It came out in November 2001, first in London." + talk})
-    assert (
-        agent.run(QUESTION, method="closed_book", llm=name).answer == "It came out in November 2001, first in London."
-    )
 
 
 def test_an_answer_cut_at_max_tokens_ends_with_its_last_whole_sentence(collection, scripted):
@@ -67,7 +63,8 @@ def test_an_answer_cut_at_max_tokens_ends_with_its_last_whole_sentence(collectio
     cut = AIMessage(content=GENERATE + " It was later shown in Lon", response_metadata={"finish_reason": "length"})
     name, _ = scripted({"rag_extract": EXTRACT, "rag_generate": cut, "closed_book": cut})
     for method in ("rag", "closed_book"):
-        result = agent.run(QUESTION, method=method, llm=name, collection=collection)
+        options = {"citations": False} if method == "rag" else {}  # closed_book reads no passages and cites none
+        result = agent.run(QUESTION, method=method, llm=name, collection=collection, **options)
         assert result.answer == GENERATE.removeprefix("Answer: ")  # not "... shown in Lon"
     name, _ = scripted({"rag_extract": EXTRACT, "rag_generate": GENERATE + " It was later shown in Lon"})
     assert agent.run(QUESTION, llm=name, collection=collection).answer.endswith("shown in Lon")  # finished: as is
@@ -95,7 +92,10 @@ def test_graphs_export_the_shared_contract():
     from graphs.rag import graph as rag
 
     contract = {"answer", "disambiguations", "passages", "retrieved", "usage"}
-    for graph, own in ((closed_book, set()), (rag, {"reasoning"})):  # rag's: the short style's reasoning
+    for graph, own in (
+        (closed_book, set()),
+        (rag, {"reasoning", "answer_review"}),
+    ):  # rag: the short style's reasoning, the answer step's review
         assert graph.get_input_jsonschema()["required"] == ["question"]
         assert set(graph.get_output_jsonschema()["properties"]) == contract | own
 
@@ -134,128 +134,12 @@ def test_arun_answers_concurrent_questions_on_one_event_loop(collection, scripte
         asyncio.run(agent.arun(QUESTION, llm=name, collection=collection, bogus=1))
 
 
-NARRATED = (
-    "Answer: The film premiered in London on 4 November 2001. This is evident from the passage retrieved for the "
-    "question, which states the date."
-)
-COPIED = "Answer: It was released in cinemas in the United States and the United Kingdom on 16 November 2001 too."
-
-
-def test_sentences_that_narrate_the_sources_are_dropped_from_the_answer(collection, scripted):
-    name, model = scripted({"rag_extract": EXTRACT, "rag_generate": NARRATED})
-    result = agent.run(QUESTION, llm=name, collection=collection)
-    assert model.prompts() == ["rag_extract", "rag_generate"]
-    assert result.answer == "The film premiered in London on 4 November 2001."
-
-
-def test_an_answer_that_only_narrates_its_sources_is_asked_for_again(collection, scripted):
-    only_talk = "Answer: This can be determined from the disambiguation question and the passages."
-    name, model = scripted({"rag_extract": EXTRACT, "rag_generate": [only_talk, GENERATE]})
-    result = agent.run(QUESTION, llm=name, collection=collection)
-    assert model.prompts() == ["rag_extract", "rag_generate", "rag_generate"]
-    assert result.answer.startswith("The film premiered in London")
-
-
-def test_an_answer_that_copies_a_passage_at_length_is_rephrased_in_the_same_conversation(collection, scripted):
-    name, model = scripted({"rag_extract": EXTRACT, "rag_generate": COPIED, "rag_rephrase": GENERATE})
-    result = agent.run(QUESTION, llm=name, collection=collection)
-    assert model.prompts() == ["rag_extract", "rag_generate", "rag_rephrase"]
-    assert result.answer.startswith("The film premiered in London")
-    rephrase = model.calls[2]
-    assert rephrase.messages[-2].content == COPIED  # it continues the answer's conversation: a cached prefix
-    assert "released in cinemas in united states and united kingdom on 16 november 2001»" in rephrase.user
-    assert result.usage.by_node["rag_generate"].calls == 2
-
-
-def test_when_every_rephrasing_still_copies_the_answer_is_written_from_the_pairs_alone(collection, scripted):
-    from_pairs = (
-        "Answer: The film had its premiere on 4 November 2001; American cinemas showed it from 16 November 2001."
-    )
-    script = {"rag_extract": EXTRACT, "rag_generate": COPIED, "rag_rephrase": COPIED + " Indeed.",
-              "rag_generate_pairs": from_pairs}  # fmt: skip
-    name, model = scripted(script)
-    result = agent.run(QUESTION, llm=name, collection=collection)
-    assert model.prompts() == ["rag_extract", "rag_generate", *["rag_rephrase"] * 3, "rag_generate_pairs"]
-    assert result.answer == from_pairs.removeprefix("Answer: ")
-    pairs_call = model.calls[-1]
-    assert "DA 2: 16 November 2001" in pairs_call.user
-    assert PASSAGES_HEADING in model.calls[1].system and PASSAGES_HEADING not in pairs_call.system  # nothing to copy
-    assert pairs_call.system == model.calls[1].system.split(f"\n\n{PASSAGES_HEADING}")[0]  # the casebook, cached
-    assert result.usage.by_node["rag_generate"].calls == 5
-
-
-def test_an_answer_from_the_pairs_must_state_every_short_answer_else_the_pairs_are_listed(collection, scripted):
-    vague = "Answer: The question is ambiguous because it does not say which release is meant."
-    script = {"rag_extract": EXTRACT, "rag_generate": COPIED, "rag_rephrase": COPIED, "rag_generate_pairs": vague}
-    name, model = scripted(script)
-    result = agent.run(QUESTION, llm=name, collection=collection)
-    assert model.prompts().count("rag_generate_pairs") == 3  # asked again while a short answer is missing
-    assert result.answer == (
-        "When was the world premiere of the film? 4 November 2001. When was it released in US cinemas? 16 November 2001."
-    )
-
-
-def test_the_listed_pairs_leave_out_an_answer_that_is_itself_a_quote(collection, scripted):
-    quoting_da = EXTRACT.replace("DA 2: 16 November 2001", "DA 2: " + COPIED.removeprefix("Answer: "))
-    vague = "Answer: The question is ambiguous because it does not say which release is meant."
-    script = {"rag_extract": quoting_da, "rag_generate": COPIED, "rag_rephrase": COPIED, "rag_generate_pairs": vague}
-    name, _ = scripted(script)
-    result = agent.run(QUESTION, llm=name, collection=collection)
-    assert result.answer == "When was the world premiere of the film? 4 November 2001."  # the DA that quotes is gone
-
-
-def test_an_answer_from_the_pairs_that_states_none_of_them_is_refused(collection, scripted):
-    long_answer = "DQ 1: When is the cake eaten?\nDA 1: on the sixth of January during the feast of the Three Kings"
-    echo = "Answer: The film premiered in London on 4 November 2001."  # a reply that ignores the pairs
-    script = {"rag_extract": long_answer, "rag_generate": COPIED, "rag_rephrase": COPIED, "rag_generate_pairs": echo}
-    name, model = scripted(script)
-    result = agent.run(QUESTION, llm=name, collection=collection)
-    assert model.prompts().count("rag_generate_pairs") == 3
-    assert result.answer == "When is the cake eaten? on the sixth of January during the feast of the Three Kings."
-
-
-def test_an_answer_from_the_pairs_that_copies_as_much_keeps_the_first_answer(collection, scripted):
-    as_much = COPIED + " It premiered on 4 November 2001."
-    script = {"rag_extract": EXTRACT, "rag_generate": COPIED, "rag_rephrase": COPIED, "rag_generate_pairs": as_much}
-    name, _ = scripted(script)
-    assert agent.run(QUESTION, llm=name, collection=collection).answer == COPIED.removeprefix("Answer: ")
-
-
-NOVEL = "The novel by J. K. Rowling was first published in the United Kingdom by Bloomsbury on 26 June 1997."
-
-
-def test_sentences_that_still_copy_after_every_rewrite_go_unless_they_hold_a_pair_answer(collection, scripted):
-    both = "The film premiered in London on 4 November 2001 and reached US cinemas on 16 November 2001."
-    first = f"Answer: {both} {NOVEL}"  # the second sentence quotes a passage and states no pair
-    vague = "Answer: The question is ambiguous because it does not say which release is meant."
-    script = {"rag_extract": EXTRACT, "rag_generate": first, "rag_rephrase": first, "rag_generate_pairs": vague}
-    name, model = scripted(script)
-    result = agent.run(QUESTION, llm=name, collection=collection)
-    assert model.prompts() == ["rag_extract", "rag_generate", *["rag_rephrase"] * 3, *["rag_generate_pairs"] * 3]
-    assert result.answer == both  # before the pairs would be listed
-    quoting_a_pair = "Answer: The film premiered in London on 4 November 2001. " + COPIED.removeprefix("Answer: ")
-    script |= {"rag_generate": quoting_a_pair, "rag_rephrase": quoting_a_pair, "rag_generate_pairs": quoting_a_pair}
-    # written from the pairs, it copies as much: the first answer stays, whole, as its quote holds a pair's answer
-    name, _ = scripted(script)
-    assert agent.run(QUESTION, llm=name, collection=collection).answer == quoting_a_pair.removeprefix("Answer: ")
-
-
-def test_an_answer_without_pairs_that_still_copies_is_cut_back_to_its_leading_clause(collection, scripted):
-    copying = (
-        "Answer: The first film came out in 2001, when it was released in cinemas in the United States and the United "
-        "Kingdom on 16 November 2001 too."
-    )  # no pairs to write it from, and every rephrasing still copies
-    script = {"rag_extract": "I don't know.", "rag_generate": copying, "rag_rephrase": copying}
-    name, model = scripted(script)
-    result = agent.run(QUESTION, llm=name, collection=collection, retries=1)
-    assert model.prompts() == [*["rag_extract"] * 2, "rag_generate", *["rag_rephrase"] * 2]
-    assert result.answer == "The first film came out in 2001."  # before: the whole quote stood
-
-
 def test_an_answer_that_carries_on_in_the_dq_da_format_ends_before_it(collection, scripted):
     carried_on = GENERATE + " DA 1: 4 November 2001\nDQ 2: When was it released in US cinemas?"
     name, _ = scripted({"rag_extract": EXTRACT, "rag_generate": carried_on})
-    assert agent.run(QUESTION, llm=name, collection=collection).answer == GENERATE.removeprefix("Answer: ")
+    assert agent.run(QUESTION, llm=name, collection=collection, citations=False).answer == GENERATE.removeprefix(
+        "Answer: "
+    )
 
 
 def test_rag_short_style_is_the_multi_hop_baseline_one_reasoned_call(collection, scripted):
@@ -298,159 +182,6 @@ def test_an_extracted_answer_that_stays_long_is_kept_after_the_retries(collectio
     assert model.prompts() == ["rag_extract", *["rag_shorten"] * 3, "rag_generate"]  # the run's 2 retries
     assert result.disambiguations[0].answer.startswith("The film had its world premiere")
     assert result.answer.startswith("The film premiered in London")
-
-
-def test_an_answer_written_as_a_list_reads_as_sentences_without_its_source_talk(collection, scripted):
-    listed_reply = (
-        'Answer: The question "When did it come out?" can be read in two ways, each with its own passage:\n'
-        "1. The world premiere was on 4 November 2001\n2. US cinemas showed it from 16 November 2001"
-    )
-    name, _ = scripted({"rag_extract": EXTRACT, "rag_generate": listed_reply})
-    result = agent.run(QUESTION, llm=name, collection=collection)
-    assert result.answer == "The world premiere was on 4 November 2001. US cinemas showed it from 16 November 2001"
-
-
-LOST = (
-    "Answer: The film came out more than once. This passage clearly shows it premiered on 4 November 2001, "
-    "a date the passages confirm. It reached US cinemas on 16 November 2001."
-)
-
-
-def test_an_answer_whose_dropped_source_talk_carried_an_answer_is_restated(collection, scripted):
-    restated = "Answer: It premiered on 4 November 2001 and reached US cinemas on 16 November 2001."
-    name, model = scripted({"rag_extract": EXTRACT, "rag_generate": LOST, "rag_restate": restated})
-    result = agent.run(QUESTION, llm=name, collection=collection)
-    assert model.prompts() == ["rag_extract", "rag_generate", "rag_restate"]
-    restate = model.calls[2]
-    assert restate.messages[-2].content == LOST and "- 4 November 2001" in restate.user
-    assert "16 November 2001" not in restate.user  # still stated: not asked for
-    assert result.answer == restated.removeprefix("Answer: ")
-
-
-def test_a_restated_answer_must_state_what_was_lost_and_what_was_kept_else_the_first_stays(collection, scripted):
-    only_lost = "Answer: It premiered on 4 November 2001."  # the lost answer, but not the one the first answer kept
-    name, model = scripted({"rag_extract": EXTRACT, "rag_generate": LOST, "rag_restate": only_lost})
-    result = agent.run(QUESTION, llm=name, collection=collection)
-    assert model.prompts().count("rag_restate") == 3  # the run's 2 retries
-    assert result.answer == "The film came out more than once. It reached US cinemas on 16 November 2001."
-
-
-def test_a_rephrasing_that_drops_an_answer_the_first_stated_is_refused(collection, scripted):
-    from_pairs = "Answer: The film had its premiere on 4 November 2001; US cinemas showed it from 16 November 2001."
-    script = {"rag_extract": EXTRACT, "rag_generate": COPIED, "rag_rephrase": "Answer: US cinemas showed it later.",
-              "rag_generate_pairs": from_pairs}  # fmt: skip
-    name, model = scripted(script)
-    result = agent.run(QUESTION, llm=name, collection=collection)
-    assert model.prompts() == ["rag_extract", "rag_generate", *["rag_rephrase"] * 3, "rag_generate_pairs"]
-    assert result.answer == from_pairs.removeprefix("Answer: ")
-
-
-ONE_READING = "Answer: The film premiered in London on 4 November 2001."
-
-
-def test_an_answer_that_leaves_out_a_reading_gets_a_sentence_for_it(collection, scripted):
-    sentence = "Answer: US cinemas showed it from 16 November 2001."
-    name, model = scripted({"rag_extract": EXTRACT, "rag_generate": ONE_READING, "rag_generate_pairs": sentence})
-    result = agent.run(QUESTION, llm=name, collection=collection, complete_readings=True)
-    assert model.prompts() == ["rag_extract", "rag_generate", "rag_generate_pairs"]
-    written = model.calls[2]
-    assert "When was it released in US cinemas?" in written.user and "16 November 2001" in written.user
-    assert "world premiere" not in written.user and PASSAGES_HEADING not in written.system  # no passages to copy
-    assert (
-        result.answer == "The film premiered in London on 4 November 2001. US cinemas showed it from 16 November 2001."
-    )
-
-
-NOVEL_PAIRS = "DQ 1: When was the world premiere of the film?\nDA 1: 4 November 2001\nDQ 2: When was the novel first published?\nDA 2: 1997"
-
-
-@pytest.mark.parametrize(
-    ("extract", "bare", "added"),
-    [(EXTRACT, "16 November 2001", "When was it released in US cinemas? 16 November 2001."),
-     (NOVEL_PAIRS, "1997", "When was the novel first published? 1997.")],  # one word: no long answer, still the reading
-)  # fmt: skip
-def test_a_reading_written_as_its_bare_answer_is_added_with_its_question(collection, scripted, extract, bare, added):
-    name, model = scripted({"rag_extract": extract, "rag_generate": ONE_READING, "rag_generate_pairs": bare})
-    result = agent.run(QUESTION, llm=name, collection=collection, complete_readings=True)
-    assert model.prompts() == ["rag_extract", "rag_generate", "rag_generate_pairs"]  # no retry: the answer is there
-    assert result.answer == f"The film premiered in London on 4 November 2001. {added}"
-    # not a dangling "16 November 2001" that says nothing of what it answers
-
-
-def test_sentences_that_state_none_of_the_left_out_readings_are_not_added(collection, scripted):
-    script = {"rag_extract": EXTRACT, "rag_generate": ONE_READING, "rag_generate_pairs": "Answer: It came out in 2001."}
-    name, model = scripted(script)
-    result = agent.run(QUESTION, llm=name, collection=collection, complete_readings=True)
-    assert result.answer == ONE_READING.removeprefix("Answer: ")
-    assert model.prompts().count("rag_generate_pairs") == 3  # the run's 2 retries
-
-
-def test_rag_leaves_an_answer_that_skips_a_reading_as_it_is_by_default(collection, scripted):
-    name, model = scripted({"rag_extract": EXTRACT, "rag_generate": ONE_READING})
-    assert agent.run(QUESTION, llm=name, collection=collection).answer == ONE_READING.removeprefix("Answer: ")
-    assert model.prompts() == ["rag_extract", "rag_generate"]
-
-
-def _borrowed_year() -> str:
-    """A year the question's worked examples state and no passage of the tiny collection holds."""
-    from graphs.rag import RagContext
-
-    assert "2014" in RagContext().casebook(QUESTION)
-    return "2014"
-
-
-def test_a_sentence_that_borrows_a_number_from_the_worked_examples_is_dropped_and_its_reading_written_again(
-    collection, scripted
-):
-    borrowed = f"Answer: The film premiered in London on 4 November 2001. It reached US cinemas in {_borrowed_year()}."
-    sentence = "Answer: US cinemas showed it from 16 November 2001."
-    name, model = scripted({"rag_extract": EXTRACT, "rag_generate": borrowed, "rag_generate_pairs": sentence})
-    result = agent.run(QUESTION, llm=name, collection=collection)
-    assert model.prompts() == ["rag_extract", "rag_generate", "rag_generate_pairs"]
-    assert "16 November 2001" in model.calls[2].user and "world premiere" not in model.calls[2].user
-    assert (
-        result.answer == "The film premiered in London on 4 November 2001. US cinemas showed it from 16 November 2001."
-    )
-
-
-def test_an_answer_left_with_nothing_after_the_borrowed_numbers_lists_the_pairs_when_they_cannot_be_written(
-    collection, scripted
-):
-    borrowed = f"Answer: The film came out on 23 May {_borrowed_year()} in North America."
-    script = {"rag_extract": EXTRACT, "rag_generate": borrowed, "rag_generate_pairs": "Answer: It came out."}
-    name, model = scripted(script)
-    result = agent.run(QUESTION, llm=name, collection=collection)
-    assert model.prompts().count("rag_generate_pairs") == 3  # the run's 2 retries
-    assert result.answer == (
-        "When was the world premiere of the film? 4 November 2001. When was it released in US cinemas? 16 November 2001."
-    )
-
-
-def test_a_date_written_with_a_day_of_the_worked_examples_is_cut_to_the_year_its_pair_gives(collection, scripted):
-    from graphs.rag import RagContext
-
-    assert "July 31" in RagContext().casebook(QUESTION)  # no passage of the tiny collection holds a 31
-    extract = "DQ 1: When was the film released?\nDA 1: 2001"
-    borrowed = f"Answer: The film was released on 23 May {_borrowed_year()}."
-    script = {
-        "rag_extract": extract,
-        "rag_generate": borrowed,
-        "rag_generate_pairs": "Answer: It came out on July 31, 2001.",
-    }
-    name, model = scripted(script)
-    result = agent.run(QUESTION, llm=name, collection=collection)
-    assert model.prompts() == ["rag_extract", "rag_generate", "rag_generate_pairs"]
-    assert result.answer == "It came out in 2001."  # not the listing "When was the film released? 2001."
-
-
-def test_a_sentence_written_for_a_left_out_reading_must_not_borrow_a_number_either(collection, scripted):
-    borrowed_too = f"Answer: US cinemas showed it from 16 November 2001, and again in {_borrowed_year()}."
-    sentence = "Answer: US cinemas showed it from 16 November 2001."
-    script = {"rag_extract": EXTRACT, "rag_generate": ONE_READING, "rag_generate_pairs": [borrowed_too, sentence]}
-    name, model = scripted(script)
-    result = agent.run(QUESTION, llm=name, collection=collection, complete_readings=True)
-    assert model.prompts() == ["rag_extract", "rag_generate", "rag_generate_pairs", "rag_generate_pairs"]
-    assert result.answer.endswith(" US cinemas showed it from 16 November 2001.")
 
 
 def test_a_pair_whose_answer_only_the_worked_examples_state_is_dropped_and_the_models_own_knowledge_stays(

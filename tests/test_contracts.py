@@ -9,7 +9,7 @@ QUESTION = "When did the Harry Potter film come out?"
 CONTRACT = {"answer", "disambiguations", "passages", "retrieved", "usage"}
 OWN_FIELDS = {
     "closed_book": set(),
-    "rag": {"reasoning"},
+    "rag": {"reasoning", "answer_review"},
     "diva": {
         "ambiguity_types",
         "ambiguity_reason",
@@ -19,8 +19,9 @@ OWN_FIELDS = {
         "grade",
         "route",
         "conflicts",
+        "answer_review",
     },
-    "toc": {"tree", "stop_reason", "expansions", "restored"},
+    "toc": {"tree", "stop_reason", "expansions", "restored", "answer_review"},
     "verdict": {
         "relaxed_query",
         "candidates",
@@ -28,8 +29,8 @@ OWN_FIELDS = {
         "unparsed",
         "ungrounded",
         "cluster_labels",
-        "uncited",
         "conflicts",
+        "answer_review",
     },
     "sunar": {"hops", "reasoning"},
     "madam": {"answers", "rejected_ids", "rounds", "stop_reason"},

@@ -25,7 +25,8 @@ INTERPRETATIONS = f"##Disambiguations:\n1: {PREMIERE}\n2: {US_RELEASE}\n3: {BOOK
 EXTRACT = "DQ 1: When was the world premiere of the film?\nDA 1: 4 November 2001\nDQ 2: When was it released in US cinemas?\nDA 2: 16 November 2001"
 GENERATE = "Answer: The film premiered in London on 4 November 2001 and reached US cinemas on 16 November 2001."
 CLOSED_BOOK = "Final Answer: The first Harry Potter film came out in November 2001."
-RAG_NODES = ["type_ambiguity", "interpret", "retrieve", "prune", "verify", "rag_extract", "rag_generate"]
+RAG_NODES = ["type_ambiguity", "interpret", "retrieve", "prune", "verify", "rag_extract", "rag_generate", "check_answer",
+             "finish_answer"]  # fmt: skip
 
 
 def asked(call) -> str:
@@ -177,7 +178,7 @@ def test_one_unparseable_verdict_among_yes_grades_partial_useful(collection, scr
     name, _ = scripted(script(lambda call: "Perhaps." if asked(call) == BOOK else "Yes"))
     result, nodes = run(name, collection, retries=0)
     assert [(v.verdict, v.parsed) for v in result.extra["verdicts"]] == [("Yes", True), ("Yes", True), ("No", False)]
-    assert (result.extra["grade"], nodes[-1]) == ("PartialUseful", "rag_generate")
+    assert (result.extra["grade"], nodes[-1]) == ("PartialUseful", "finish_answer")
 
 
 def test_unambiguous_question_still_gets_its_answer(collection, scripted):
@@ -386,7 +387,7 @@ def test_i_g_continues_i_e_s_conversation_and_prefills_only_its_own_turn(collect
     assert generate.user.startswith("You write the final answer") and "DA 2: 16 November 2001" in generate.user
     own_turn = len(re.findall(r"\w+|[^\w\s]", EXTRACT + " " + generate.user)) + 2  # + the two role markers
     assert result.usage.by_node["rag_generate"].prefilled_tokens == own_turn
-    assert result.answer == GENERATE.removeprefix("Answer: ")
+    assert result.answer.startswith(GENERATE.removeprefix("Answer: ").rstrip("."))
 
     for layout, replies in (
         ("own_examples", script("Yes")),

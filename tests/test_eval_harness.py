@@ -7,7 +7,10 @@ import time
 
 import pytest
 
+from agent.answer_step import AnswerReview
 from agent.eval.harness import EvalConfig, evaluate
+
+REVIEW_FIGURES = AnswerReview(checks=["narrates", "states_nothing", "borrows"]).figures()
 
 ROWS = [
     {"id": "q1", "question": "When did the Harry Potter film come out?",
@@ -22,6 +25,7 @@ ROWS = [
 SCRIPT = {
     "rag_extract": "DQ 1: When was the world premiere?\nDA 1: 4 November 2001",
     "rag_generate": "Answer: It premiered on 4 November 2001 and opened in the US on 16 November 2001.",
+    "answer_revise": "Answer: It premiered on 4 November 2001.",
     "closed_book": "Final Answer: Sicily has Etna; the film came out in 2001.",
 }
 
@@ -46,8 +50,11 @@ def test_eval_runs_every_method_on_every_question_and_summarises(dataset, collec
     q1_rag = next(r for r in rows if r["method"] == "rag" and r["id"] == "q1")
     assert q1_rag["metrics"]["str_em"] == 1.0 and q1_rag["cost"]["llm_calls"] == 2
     assert 0 < q1_rag["cost"]["critical_path_s"] <= q1_rag["cost"]["seconds"]
-    assert q1_rag["cost"]["llm_rounds"] == 2 and q1_rag["details"] == {}  # rag keeps no state of its own
-    assert summary["rag"]["details_per_question"] == {"interpretations": 1.0}
+    assert q1_rag["cost"]["llm_rounds"] == 2  # rag keeps no state of its own but the answer step's review:
+    assert q1_rag["details"] == {**{f"answer_review.{k}": 0 for k in REVIEW_FIGURES}}  # one figure per check, rates
+    assert summary["rag"]["details_per_question"] == {
+        "interpretations": 1.0, **{f"answer_review.{k}": 0.0 for k in REVIEW_FIGURES}
+    }  # fmt: skip
     assert summary["rag"]["questions"] == 3 and summary["closed_book"]["cost_per_question"]["llm_calls"] == 1
     assert "| rag | 3 |" in (out / "summary.md").read_text()
     assert (out / "quality_vs_time.png").read_bytes()[:4] == b"\x89PNG"

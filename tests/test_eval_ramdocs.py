@@ -98,6 +98,7 @@ def test_each_question_is_answered_over_its_own_documents_and_scored(dataset, sc
     name, model = scripted(
         {"madam_agent": _agent, "madam_debate": _agent, "madam_aggregate": _aggregate,
          "rag_extract": "DQ 1: When was he born?\nDA 1: 1963", "rag_generate": "Answer: He was born in 1963.",
+         "answer_revise": "Answer: He was born in 1963.",
          "closed_book": "Final Answer: He was probably born in the 1960s."},
     )  # fmt: skip
     out = tmp_path / "out"

@@ -93,20 +93,27 @@ def _stream(server: str, method: str) -> list[dict]:
 
 def test_stream_sends_node_updates_as_they_happen_then_the_output(server):
     chunks = _stream(server, "rag")
-    assert [c["node"] for c in chunks[:-1]] == ["retrieve", "rag_extract", "rag_generate"]
+    assert [c["node"] for c in chunks[:-1]] == [
+        "retrieve",
+        "rag_extract",
+        "rag_generate",
+        "check_answer",
+        "finish_answer",
+    ]
     assert set(chunks[-1]) == {
         "answer",
         "disambiguations",
         "passages",
         "retrieved",
         "usage",
+        "answer_review",
     }  # what the playground shows
 
 
 def test_stream_includes_the_nodes_of_tocs_expansion_subgraph(server):
     *events, output = _stream(server, "toc")
     assert any(e["namespace"] for e in events), [e["node"] for e in events]  # inner nodes of the expansion subgraph
-    assert events[-1]["node"] == "generate" and events[-1]["update"]["answer"]
+    assert events[-1]["node"] == "finish_answer" and events[-1]["update"]["answer"]
     assert output["tree"] and output["stop_reason"] and output["answer"] == events[-1]["update"]["answer"]
 
 

@@ -20,6 +20,7 @@ from typing import Any
 from pydantic import BaseModel, Field
 from tqdm import tqdm
 
+from agent.answer_step import AnswerReview
 from agent.errors import AgentError, CollectionError, ConfigError, LLMCrashError, LLMUnavailableError, ModelFileError
 from agent.eval import metrics as m
 from agent.eval.checkpoints import FILE as CHECKPOINTS
@@ -359,12 +360,15 @@ def run_one(
 
 
 def details(result: RunResult) -> dict[str, Any]:
-    """Method-specific figures from the final state: numbers and short labels as they are, lists as their length,
+    """Method-specific figures from the final state: numbers and short labels as they are, the answer step's review as
+    one figure per check and fallback, lists as their length,
     and the lists of numbers their records hold, joined under ``LIST.FIELD`` (SUNAR's ``hops.semantic_sets``: ASU's
     semantic-set count of every NAR batch)."""
     out: dict[str, Any] = {}
     for key, value in result.extra.items():
-        if isinstance(value, bool | int | float) or (
+        if isinstance(value, AnswerReview):  # the answer step: each check's and fallback's 0/1, so means are rates
+            out.update({f"{key}.{name}": figure for name, figure in value.figures().items()})
+        elif isinstance(value, bool | int | float) or (
             isinstance(value, str) and len(value) <= 80 and key not in RECORDED
         ):
             out[key] = value

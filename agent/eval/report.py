@@ -19,10 +19,7 @@ from agent.eval.stats import excludes_zero, paired_difference, summarize_metrics
 METRIC_ORDER = ["str_em", "rouge_l", "disambig_f1", "dr", "mrecall@5", "coverage", "precision", "interp_recall",
                 "sufficient", "g_precision", "g_recall", "g_f1", "em", "em_text", "f1", "cover_em", "acc_substring",
                 "gold_recall", "misinfo_stated", "reject_precision", "reject_recall", "support_recall@5",
-                "support_recall@10", "narrates"]  # fmt: skip
-NOTES = {  # options that change what a metric means, shown in summary.md when set
-    ("verdict", "append_uncited", True): "disambiguations the answer did not cite are appended to it (lifts STR-EM)",
-}
+                "support_recall@10", "narrates", "copies"]  # fmt: skip
 
 
 def summarize(
@@ -257,12 +254,7 @@ def _provenance_lines(summary: dict[str, Any]) -> list[str]:
     if replay := first.get("replay"):
         lines.append(f"- replayed from node {replay['at']} on: the stored runs of {replay['source']}")
     for method, p in made.items():
-        notes = [
-            f"{field}={json.dumps(p['options'][field])}" + (f": {text}" if p["options"][field] == value else "")
-            for (owner, field, value), text in NOTES.items()
-            if owner == method and field in p["options"]
-        ]
-        lines.append(f"- {method}: options key {p['key']}" + "".join(f"; {note}" for note in notes))
+        lines.append(f"- {method}: options key {p['key']}")
     return lines
 
 

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 from agent.eval import metrics as m
 from agent.eval.datasets import Example
+from agent.llm.parsing import sentences
 from agent.schemas import RunResult
-from agent.text import narrates, without_citations
+from agent.steps.checks import narrates
+from agent.text import COPY_LIMIT, longest_copied_run, without_citations
 
 
 def score(example: Example, result: RunResult, reader: m.Reader | None = None) -> dict[str, float]:
@@ -18,7 +20,7 @@ def score(example: Example, result: RunResult, reader: m.Reader | None = None) -
     if example.kind == "asqa":
         golds = example.short_answers
         scores = {"str_em": m.str_em(answer, golds), "rouge_l": m.rouge_l(answer, example.long_answers)}
-        scores["narrates"] = float(narrates(result.answer, [p.full_text for p in result.passages]))
+        scores |= source_scores(result)
         if retrieved is not None:
             scores["mrecall@5"] = m.mrecall_at_k(retrieved, golds, 5)
             scores["coverage"] = m.answer_coverage(retrieved, golds)
@@ -43,7 +45,7 @@ def score(example: Example, result: RunResult, reader: m.Reader | None = None) -
 
 def conflict_scores(example: Example, result: RunResult) -> dict[str, float]:
     """RAMDocs: exact match on what the answer states and on its whole text, gold recall, whether the answer narrates
-    its sources (as for ASQA), whether a wrong answer is stated (questions with one that is not also gold), and for
+    its sources or copies a passage (as for ASQA), whether a wrong answer is stated (questions with one that is not also gold), and for
     methods that reject passages, their precision and recall against the misinformation and noise labels."""
     stated = stated_answers(result)
     golds, wrongs = example.gold_answers, example.wrong_answers
@@ -51,7 +53,7 @@ def conflict_scores(example: Example, result: RunResult) -> dict[str, float]:
         "em": m.conflict_em(stated, golds, wrongs),
         "em_text": m.conflict_em(without_citations(result.answer), golds, wrongs),
         "gold_recall": m.gold_recall(stated, golds),
-        "narrates": float(narrates(result.answer, [p.full_text for p in result.passages])),
+        **source_scores(result),
     }
     if m.real_wrongs(golds, wrongs):
         scores["misinfo_stated"] = m.states_wrong(stated, golds, wrongs)
@@ -60,6 +62,15 @@ def conflict_scores(example: Example, result: RunResult) -> dict[str, float]:
         bad = {example.document_id(i) for i, d in enumerate(example.documents) if d.type != "correct"}
         scores |= m.rejection_scores(rejected, bad)
     return scores
+
+
+def source_scores(result: RunResult) -> dict[str, float]:
+    """Whether the answer talks about its sources (a sentence the answer step's ``narrates`` check flags) and whether
+    it copies ``COPY_LIMIT`` or more consecutive words of a passage it read (measured, never rewritten)."""
+    return {
+        "narrates": float(any(narrates(s) for s in sentences(result.answer))),
+        "copies": float(longest_copied_run(result.answer, [p.full_text for p in result.passages]) >= COPY_LIMIT),
+    }
 
 
 def stated_answers(result: RunResult) -> str:

@@ -58,6 +58,7 @@ class Reply(Generic[T]):
     attempts: int = 1
     parsed: bool = True
     truncated: bool = False  # the accepted reply stopped at its max_tokens, not where the model ended it
+    prompt: list[BaseMessage] = field(default_factory=list)  # the messages the reply answers
 
     @property
     def reasoning(self) -> str:
@@ -66,7 +67,7 @@ class Reply(Generic[T]):
 
     def with_value(self, value: R) -> Reply[R]:
         """The same reply carrying a value derived from this one's (e.g. parsed pairs made into disambiguations)."""
-        return Reply(value, self.text, self.usage, self.attempts, self.parsed, self.truncated)
+        return Reply(value, self.text, self.usage, self.attempts, self.parsed, self.truncated, self.prompt)
 
 
 def _schema_hint(schema: type[BaseModel]) -> str:
@@ -176,7 +177,8 @@ def _attempts(
     each reply with its seconds; returns the ``Reply`` (or raises ``OutputError``). Only the calling differs."""
     response_format = _response_format(options, schema)
     hint = _schema_hint(schema) if schema and response_format else ""
-    yield render(prompt, system_suffix=hint, prefix=prefix, history=history, **variables)
+    messages = render(prompt, system_suffix=hint, prefix=prefix, history=history, **variables)
+    yield messages
     tokens = max_tokens or min(load_prompt(prompt).max_tokens or options.max_tokens, options.max_tokens)
     usage = NodeUsage()
     text = ""
@@ -192,7 +194,7 @@ def _attempts(
         text = str(message.content)
         truncated = (message.response_metadata or {}).get("finish_reason") == "length"
         try:
-            return Reply(parse(text), text, usage, attempt, truncated=truncated)
+            return Reply(parse(text), text, usage, attempt, truncated=truncated, prompt=messages)
         except (ParseError, ValueError):
             if truncated:
                 tokens *= 2  # constrained JSON is only valid when finished: give it room
@@ -200,7 +202,7 @@ def _attempts(
         raise OutputError(
             f"prompt '{prompt}': no usable output after {options.retries + 1} attempts; last: {text[:200]!r}"
         )
-    return Reply(fallback, text, usage, options.retries + 1, parsed=False)
+    return Reply(fallback, text, usage, options.retries + 1, parsed=False, prompt=messages)
 
 
 def _truncated_reply(exc: Exception) -> AIMessage | None:

@@ -170,6 +170,18 @@ def parse_long_answer(text: str) -> str:
     return answer
 
 
+_PAIR_LINE = re.compile(r"(?:^|\s)D[QA] ?\d+:")  # the model carrying on in the DQ/DA format after its answer
+
+
+def parse_answer(text: str) -> str:
+    """A long answer: the reply less an echoed "Answer:" label and anything from a DQ/DA line on (the papers' pair
+    format, which the model may carry on in); a ``ParseError`` when no usable text is left."""
+    answer = _PAIR_LINE.split(parse_long_answer(text))[0].strip()
+    if not usable_text(answer, 2):
+        raise ParseError("the answer has no usable text before its DQ/DA lines")
+    return answer
+
+
 # a sentence ends at . ! or ? (then an optional closing quote or bracket, a closing quote set apart by a space, and a
 # citation like [3], with a stop of its own: "sperm. [8].") before a space or the end; not after an initial ("J. K.")
 # or a common abbreviation ("St. Louis")

@@ -242,6 +242,12 @@ def _demo_generate(call: ScriptedCall) -> str:
     return f"Answer: “{_question(call)}” can be read in {len(pairs)} ways. {body}"
 
 
+def _demo_revise(call: ScriptedCall) -> str:
+    conversation = "\n".join(str(m.content) for m in call.messages[:-1])
+    pairs = re.findall(r"DQ \d+: (.+)\nDA \d+: (.+)", conversation)
+    return "Answer: " + " ".join(f"For “{q}” the answer is {a}." for q, a in pairs)
+
+
 def _demo_closed_book(call: ScriptedCall) -> str:
     return f"Final Answer: “{_question(call)}” can mean several things; without documents this answer stays general."
 
@@ -351,7 +357,7 @@ DEMO_SCRIPT: dict[str, Reply] = {
     "rag_extract_examples": _demo_extract,
     "rag_extract_short": _demo_extract,
     "rag_generate": _demo_generate,
-    "rag_generate_pairs": _demo_generate,
+    "answer_revise": _demo_revise,
     "closed_book": _demo_closed_book,
     "type_ambiguity": _demo_type_ambiguity,
     "interpret": _demo_interpret,

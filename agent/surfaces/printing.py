@@ -19,7 +19,8 @@ if TYPE_CHECKING:
 out = Console()
 err = Console(stderr=True)
 
-SHOWN = {"passages", "disambiguations", "answer", "usage", "question"}  # summarised by ``describe`` itself
+SHOWN = {"passages", "disambiguations", "answer", "usage", "question", "drafts", "answer_review"}  # ``describe``'s own
+HIDDEN = {"answer_prompt", "foreign_figures"}  # the answer step's working state: a conversation, example figures
 
 
 def printable(text: str) -> str:
@@ -45,8 +46,16 @@ def describe(update: dict[str, Any]) -> str:
         parts.append(f"{len(update['passages'])} passages")
     if "disambiguations" in update:
         parts.append(f"{len(update['disambiguations'])} interpretations")
+    if update.get("drafts"):
+        draft = _fields(update["drafts"][-1])
+        failed = ", ".join(draft.get("failed") or {})
+        parts.append(f"draft {len(update['drafts'])} of {len(draft.get('text', '').split())} words")
+        parts += [f"failed {failed}"] if failed else []
     if update.get("answer"):
         parts.append(f"answer of {len(update['answer'].split())} words")
+    if review := update.get("answer_review"):
+        fallback = ", ".join(_fields(review).get("fallback") or [])
+        parts.append(f"fallback: {fallback}" if fallback else "no fallback")
     if update.get("usage") is not None:
         from agent.schemas import UsageReport
 
@@ -57,7 +66,7 @@ def describe(update: dict[str, Any]) -> str:
             )
     details = []
     for key, value in update.items():
-        if key in SHOWN:
+        if key in SHOWN or key in HIDDEN:
             continue
         if isinstance(value, (str, int, float, bool)) and len(str(value)) <= 120:
             parts.append(f"{key}={value}")
@@ -66,6 +75,10 @@ def describe(update: dict[str, Any]) -> str:
         elif isinstance(value, list) and value:
             parts.append(f"{len(value)} {key}")
     return ", ".join(parts) + "".join("\n" + line for line in details)
+
+
+def _fields(value: Any) -> dict[str, Any]:
+    return value.model_dump() if hasattr(value, "model_dump") else dict(value)
 
 
 def progress(quiet: bool, timed: bool = True) -> Callable[[str, dict[str, Any], float], None]:
