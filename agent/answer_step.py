@@ -25,7 +25,7 @@ from typing import Any, Literal
 from langchain_core.messages import AIMessage, AnyMessage
 from langgraph.graph import END, StateGraph
 from langgraph.runtime import Runtime
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, field_validator
 from typing_extensions import TypedDict
 
 from agent.context import RunContext, context_of
@@ -66,6 +66,12 @@ class AnswerOptions(RunContext):
     citations: bool = Field(
         default=True, description="after each sentence, cite the passages of the readings it states (by code)"
     )
+
+    @field_validator("answer_checks", mode="before")
+    @classmethod
+    def _listed(cls, value: Any) -> Any:
+        """``narrates,borrows`` as the CLI's ``--set`` writes it, '' for none."""
+        return [c.strip() for c in value.split(",") if c.strip()] if isinstance(value, str) else value
 
 
 class Draft(BaseModel):
