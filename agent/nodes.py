@@ -11,14 +11,15 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import contextvars
-import functools
+import inspect
 import os
 import threading
 from collections.abc import Callable, Coroutine
 from typing import Any, TypeVar
 
-from langgraph._internal._runnable import RunnableCallable  # pinned langgraph: the node type with sync + async twins
+from langchain_core.runnables import RunnableConfig, RunnableLambda
 from langgraph.config import get_config
+from langgraph.runtime import get_runtime
 
 from agent.context import RunContext
 from agent.errors import ContextOverflowError
@@ -92,25 +93,26 @@ def run_sync(coroutine: Coroutine[Any, Any, T]) -> T:
         raise
 
 
-def llm_node(afunc: Callable[..., Coroutine[Any, Any, dict]]) -> RunnableCallable:
+def llm_node(afunc: Callable[..., Coroutine[Any, Any, dict]]) -> RunnableLambda:
     """The node for ``add_node``: ``afunc`` awaited under the async API, run by ``run_sync`` under the sync one, its
     LLM calls' usage added to its update under the node's name, run again with fewer worked examples when a prompt
-    overflows the model's window (``within_window``). LangGraph injects ``runtime``/``config`` into either by
-    ``afunc``'s signature."""
+    overflows the model's window (``within_window``). ``afunc`` gets ``runtime`` and ``config`` where its signature
+    names them, as LangGraph gives a plain node function."""
+    wanted = inspect.signature(afunc).parameters
 
-    @functools.wraps(afunc)
-    async def accounted(*args: Any, **kwargs: Any) -> dict:
+    async def accounted(state: Any, config: RunnableConfig) -> dict:
+        extra: dict[str, Any] = {"runtime": get_runtime()} if "runtime" in wanted else {}
+        extra |= {"config": config} if "config" in wanted else {}
         with node_calls() as calls:
-            update = await within_window(afunc, *args, **kwargs)
+            update = await within_window(afunc, state, **extra)
         if not calls:
             return update
         return {**update, "usage": merge_usage(update.get("usage"), node_usage(_node_name(), *calls))}
 
-    @functools.wraps(afunc)
-    def func(*args: Any, **kwargs: Any) -> dict:
-        return run_sync(accounted(*args, **kwargs))
+    def run(state: Any, config: RunnableConfig) -> dict:
+        return run_sync(accounted(state, config))
 
-    return RunnableCallable(func, accounted, name=afunc.__name__, trace=False)
+    return RunnableLambda(run, afunc=accounted, name=afunc.__name__)
 
 
 async def within_window(afunc: Callable[..., Coroutine[Any, Any, dict]], *args: Any, **kwargs: Any) -> dict:

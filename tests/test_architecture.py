@@ -75,3 +75,18 @@ def test_building_blocks_do_not_import_surfaces_or_evaluation():
     ]
     for module in lower:
         assert not {t for t in graph[module] if t.startswith(("agent.surfaces", "agent.eval", "agent.runner"))}, module
+
+
+def test_no_module_imports_a_private_module_of_langchain_or_langgraph():
+    """A private module (``langgraph._internal``) would tie the package to one exact release of the library."""
+    private = []
+    for name, path in _modules().items():
+        for node in ast.walk(ast.parse(path.read_text())):
+            modules = [a.name for a in node.names] if isinstance(node, ast.Import) else []
+            modules += [node.module] if isinstance(node, ast.ImportFrom) and node.module else []
+            private += [
+                (name, m)
+                for m in modules
+                if m.startswith(("langchain", "langgraph")) and any(p.startswith("_") for p in m.split(".")[1:])
+            ]
+    assert private == []
