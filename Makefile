@@ -34,7 +34,7 @@ test: lint
 	$(PY) -m pytest
 
 test-fast: lint
-	$(PY) -m pytest -m "not slow"
+	$(PY) -m pytest -m "not slow and not heavy"
 
 notebook: setup  ## rewrite notebooks/walkthrough.ipynb and store its outputs (offline: scripted model, pictures drawn locally)
 	$(PY) notebooks/make_walkthrough.py --execute
