@@ -21,6 +21,7 @@ from agent.registry import load_graph
 from agent.retrieval.pipeline import search as pipeline_search
 from agent.schemas import Passage, RunResult
 from agent.threads import ClarifyResult, Thread, Threads, clarify_result, open_threads
+from agent.tracing import run_config
 
 if TYPE_CHECKING:
     from agent.eval.checkpoints import RunCheckpoint
@@ -120,7 +121,7 @@ def run(
     with model_name(llm) as name:
         context = _context(graph, method, name, collection, options)
         record = _Run(question, method, graph, on_node)
-        for namespace, mode, chunk in _stream(graph, inputs, context, config or None):
+        for namespace, mode, chunk in _stream(graph, inputs, context, run_config(method, context, config)):
             record.feed(namespace, mode, chunk)
     return record.result()
 
@@ -145,7 +146,7 @@ async def arun(
     with model_name(llm) as name:
         context = _context(graph, method, name, collection, options)
         record = _Run(question, method, graph, on_node)
-        config = {"callbacks": callbacks} if callbacks else None
+        config = run_config(method, context, {"callbacks": callbacks} if callbacks else None)
         modes = ["updates", "values"]
 
         async def consume() -> None:
@@ -213,7 +214,7 @@ def _advance(
     context = _context(store.graph, "router", None, None, thread.options)
     record = _Run(question, "router", store.graph, on_node)
     interrupts: tuple[Any, ...] = ()
-    for namespace, mode, chunk in _stream(store.graph, payload, context, thread.config):
+    for namespace, mode, chunk in _stream(store.graph, payload, context, run_config("router", context, thread.config)):
         record.feed(namespace, mode, chunk)
         if mode == "updates" and not namespace:
             interrupts = chunk.get(INTERRUPT, interrupts)

@@ -33,6 +33,7 @@ from agent.runner import aclarify, aresume, namespace_names, output_of
 from agent.settings import Settings, get_settings, use_settings
 from agent.surfaces.guard import LOOPBACK_HOSTS, NEVER_FROM_A_REQUEST, Guard, Policy
 from agent.threads import ClarifyResult
+from agent.tracing import run_config
 
 
 def question_type(max_chars: int) -> type[BaseModel]:
@@ -104,18 +105,21 @@ class GraphRunnable(Runnable):
         values["collection"] = served_collection(values.get("collection"), self._collections)
         return make_context(self.graph.context_schema, values, strict=True, owner=self.name)
 
+    def _run(self, config: RunnableConfig | None) -> dict[str, Any]:
+        """The run's context, and its config named and tagged for tracers (``agent.tracing``)."""
+        context = self._context(config)
+        return {"config": run_config(self.name, context, dict(config or {})), "context": context}
+
     def invoke(self, input: dict, config: RunnableConfig | None = None, **kwargs: Any) -> dict:
-        return self.graph.invoke(input, config, context=self._context(config))
+        return self.graph.invoke(input, **self._run(config))
 
     async def ainvoke(self, input: dict, config: RunnableConfig | None = None, **kwargs: Any) -> dict:
-        return await self.graph.ainvoke(input, config, context=self._context(config))
+        return await self.graph.ainvoke(input, **self._run(config))
 
     def stream(self, input: dict, config: RunnableConfig | None = None, **kwargs: Any) -> Iterator[dict]:
         state: dict[str, Any] = {}
         modes = ["updates", "values"]
-        for namespace, mode, chunk in self.graph.stream(
-            input, config, context=self._context(config), stream_mode=modes, subgraphs=True
-        ):
+        for namespace, mode, chunk in self.graph.stream(input, **self._run(config), stream_mode=modes, subgraphs=True):
             if mode == "updates":
                 yield from _events(namespace, chunk)
             elif not namespace:
@@ -126,7 +130,7 @@ class GraphRunnable(Runnable):
         state: dict[str, Any] = {}
         modes = ["updates", "values"]
         async for namespace, mode, chunk in self.graph.astream(
-            input, config, context=self._context(config), stream_mode=modes, subgraphs=True
+            input, **self._run(config), stream_mode=modes, subgraphs=True
         ):
             if mode == "updates":
                 for event in _events(namespace, chunk):
