@@ -113,7 +113,7 @@ def completion(content: str) -> dict:
 
 def start_chat_endpoint(respond):
     """An OpenAI-compatible endpoint on 127.0.0.1 (HTTP/1.1, connections kept alive) answering each POST with
-    ``respond()``: a status and a JSON body. Returns its base URL and the server (``shutdown()`` stops it)."""
+    ``respond(request)`` (the request's JSON body): a status and a JSON body. Returns its base URL and the server (``shutdown()`` stops it)."""
     import threading
     from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
@@ -121,8 +121,8 @@ def start_chat_endpoint(respond):
         protocol_version = "HTTP/1.1"
 
         def do_POST(self):
-            self.rfile.read(int(self.headers["Content-Length"]))
-            status, reply = respond()
+            request = json.loads(self.rfile.read(int(self.headers["Content-Length"])) or b"{}")
+            status, reply = respond(request)
             body = json.dumps(reply).encode()
             self.send_response(status)
             self.send_header("Content-Type", "application/json")
@@ -143,6 +143,6 @@ def chat_endpoint():
     """An OpenAI-compatible endpoint on 127.0.0.1 that answers every request with ``reply``: a status and a JSON body
     the test may change; by default a finished chat completion."""
     reply = {"status": 200, "body": completion("Final Answer: In November 2001.")}
-    url, server = start_chat_endpoint(lambda: (reply["status"], reply["body"]))
+    url, server = start_chat_endpoint(lambda _: (reply["status"], reply["body"]))
     yield url, reply
     server.shutdown()

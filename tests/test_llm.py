@@ -8,7 +8,8 @@ import pytest
 
 from agent.errors import ConfigError, ContextOverflowError, LLMError, LLMUnavailableError, ModelFileError
 from agent.llm.calls import LLMOptions, OutputError, aask, ask, run_concurrently
-from agent.llm.factory import get_chat_model, json_response_format
+from agent.llm.factory import get_chat_model
+from agent.llm.formats import json_response_format
 from agent.llm.gguf import MODELS, GGUFModel, ensure_gguf
 from agent.llm.parsing import parse_disambiguations, parse_yes_no
 from agent.llm.scripted import ScriptedChatModel
@@ -313,3 +314,80 @@ def test_cached_prompt_tokens_are_read_from_either_usage_report():
     silent = AIMessage("x", usage_metadata={"input_tokens": 70, "output_tokens": 1, "total_tokens": 71})
     assert call_usage(silent, 1.0).prefilled_tokens == 70  # no report: every prompt token counts as prefilled
     assert (usage + call_usage(silent, 1.0)).prefilled_tokens == 110
+
+
+LLAMA_CPP_REFUSAL = {  # what llama-cpp-python's server answers a json_schema response format (FastAPI validation)
+    "detail": [
+        {
+            "type": "literal_error",
+            "loc": ["body", "response_format", "type"],
+            "msg": "Input should be 'text' or 'json_object'",
+            "input": "json_schema",
+        }
+    ]
+}
+
+
+def _format_refusing_endpoint(refused: set[str]):
+    """An endpoint that refuses the response-format types in ``refused`` (422, as llama-cpp-python does) and answers
+    every other request with a verdict; it records the format each request carried."""
+    from tests.conftest import completion, start_chat_endpoint
+
+    seen: list[str | None] = []
+
+    def respond(request):
+        kind = (request.get("response_format") or {}).get("type")
+        seen.append(kind)
+        if kind in refused:
+            return 422, LLAMA_CPP_REFUSAL
+        return 200, completion('{"answer": "yes"}')
+
+    url, server = start_chat_endpoint(respond)
+    return url, server, seen
+
+
+@pytest.mark.parametrize(
+    "refused, first, then",
+    [({"json_schema"}, ["json_schema", "json_object"], ["json_object"]),  # llama-cpp-python's server
+     ({"json_schema", "json_object"}, ["json_schema", "json_object", None], [None])],  # neither: the prompt's hint
+)  # fmt: skip
+def test_an_endpoint_that_refuses_a_json_schema_gets_the_next_form_and_is_remembered(refused, first, then):
+    from langchain_openai import ChatOpenAI
+
+    from agent.llm.factory import register_model, unregister_model
+    from agent.schemas import YesNo
+
+    url, server, seen = _format_refusing_endpoint(refused)
+    register_model("openai", ChatOpenAI(base_url=url, api_key="x", model=f"m-{len(refused)}", max_retries=0))
+    call = {"parse": parse_yes_no, "schema": YesNo, "context": "", "evidence": "", "interpretation": "q"}
+    try:
+        got = ask("verify", LLMOptions(llm="openai"), **call)
+        assert got.value is True and got.attempts == 1 and got.usage.calls == 1  # a refused format is no attempt
+        assert seen == first
+        seen.clear()
+        assert asyncio.run(aask("verify", LLMOptions(llm="openai"), **call)).value is True
+        assert seen == then  # remembered for the endpoint, on the async client too
+        hint = ask("verify", LLMOptions(llm="openai"), **call).prompt[0].content
+        assert "JSON schema" in hint  # the schema still reaches the model in the system prompt
+    finally:
+        unregister_model("openai")
+        server.shutdown()
+
+
+def test_a_request_refused_for_another_reason_is_not_sent_again(chat_endpoint):
+    from langchain_openai import ChatOpenAI
+
+    from agent.llm.factory import register_model, unregister_model
+    from agent.schemas import YesNo
+
+    url, reply = chat_endpoint
+    reply.update(
+        status=400, body={"error": {"message": "temperature must be below 2", "type": "invalid_request_error"}}
+    )
+    register_model("openai", ChatOpenAI(base_url=url, api_key="x", model="m-other", max_retries=0))
+    call = {"parse": parse_yes_no, "schema": YesNo, "context": "", "evidence": "", "interpretation": "q"}
+    try:
+        with pytest.raises(LLMError, match="temperature must be below 2"):
+            ask("verify", LLMOptions(llm="openai"), **call)
+    finally:
+        unregister_model("openai")

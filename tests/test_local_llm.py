@@ -91,3 +91,52 @@ def test_a_server_that_dies_mid_call_is_a_crash_and_the_next_call_starts_a_fresh
     assert not second.repack.on  # a death by signal with repacking on: the next server loads without it
     buffers = server_facts(second.log_lines())["buffers_mib"]
     assert buffers and not {"CPU_REPACK", "AMX"} & set(buffers), buffers  # the weights as stored
+
+
+def test_llm_openai_answers_through_a_separately_started_llama_cpp_server(home, tmp_path):
+    """``--llm openai`` pointed at llama-cpp-python's own server, started as a user would: the server refuses the
+    json_schema response format (422), the calls go on with its json_object form, and the CLI answers."""
+    import json
+    import os
+    import socket
+    import subprocess
+    import sys
+    import time
+    import urllib.request
+
+    from agent.llm.gguf import ensure_gguf
+    from agent.llm.server_launcher import repacking
+    from agent.settings import get_settings
+
+    settings = get_settings()
+    model = ensure_gguf(settings.local_model, settings.model_dir)
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    # the plain server where llama.cpp may repack weights; where it crashes doing so (AMX), the same server without it
+    server = ["-m", "llama_cpp.server"] if repacking(settings).on else ["-m", "agent.llm.server_child", "--no_repack"]
+    args = ["--model", str(model), "--model_alias", "served", "--port", str(port), "--n_ctx", "4096"]
+    log = (tmp_path / "server.log").open("wb")
+    process = subprocess.Popen([sys.executable, *server, *args], stdout=log, stderr=subprocess.STDOUT)
+    try:
+        deadline = time.monotonic() + 180
+        while True:
+            try:
+                urllib.request.urlopen(f"http://127.0.0.1:{port}/v1/models", timeout=2)
+                break
+            except OSError:
+                assert process.poll() is None and time.monotonic() < deadline, (tmp_path / "server.log").read_text()
+                time.sleep(1)
+        env = {**os.environ, "AMBIGQA_OPENAI_BASE_URL": f"http://127.0.0.1:{port}/v1", "AMBIGQA_OPENAI_MODEL": "served"}
+        question = "Who plays lord beric in game of thrones?"
+        command = [sys.executable, "-m", "agent", "ask", question, "--llm", "openai", "--json", "-q"]
+        done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=900)
+        assert done.returncode == 0, done.stderr[-2000:]
+        result = json.loads(done.stdout)
+        assert len(result["answer"].split()) >= 6, result["answer"]
+        assert result["disambiguations"], result  # the structured extraction was parsed, not a fallback
+    finally:
+        process.terminate()
+        process.wait(30)
+        log.close()
+    assert "422" in (tmp_path / "server.log").read_text()  # json_schema refused, then json_object accepted

@@ -64,7 +64,7 @@ def one_line_error(result) -> str:
 @pytest.fixture(scope="module")
 def garbage_endpoint():
     """An OpenAI-compatible endpoint on 127.0.0.1 whose every chat completion is ``GARBAGE``."""
-    url, server = start_chat_endpoint(lambda: (200, completion(GARBAGE)))
+    url, server = start_chat_endpoint(lambda _: (200, completion(GARBAGE)))
     yield url
     server.shutdown()
 

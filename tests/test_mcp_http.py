@@ -101,7 +101,7 @@ def slow_endpoint():
     state = {"delay": 2.0, "now": 0, "most": 0, "served": 0}
     lock = threading.Lock()
 
-    def respond():
+    def respond(_request):
         with lock:
             state["now"] += 1
             state["most"] = max(state["most"], state["now"])

@@ -21,7 +21,8 @@ from langchain_core.runnables.config import ContextThreadPoolExecutor
 from pydantic import BaseModel
 
 from agent.errors import ContextOverflowError, LLMCrashError, LLMError, LLMUnavailableError
-from agent.llm.factory import get_chat_model, json_response_format
+from agent.llm.factory import get_chat_model
+from agent.llm.formats import accepted_params, json_response_format, refused_format
 from agent.llm.parsing import ParseError, reasoning_of
 from agent.llm.prompts import load_prompt, render
 from agent.llm.usage import call_usage, record
@@ -117,8 +118,11 @@ def ask(
         start = time.perf_counter()
         with _llm_errors(prompt, model, params["max_tokens"]):
             try:
-                message = model.bind(**params).invoke(messages, config=config)
+                sent = accepted_params(model, params)
+                message = model.bind(**sent).invoke(messages, config=config)
             except Exception as exc:
+                if refused_format(exc, model, params, sent):
+                    continue  # the same attempt with the next response format (agent.llm.formats)
                 if (message := _truncated_reply(exc)) is None:
                     raise
         try:
@@ -151,8 +155,11 @@ async def aask(
         start = time.perf_counter()
         with _llm_errors(prompt, model, params["max_tokens"]):
             try:
-                message = await model.bind(**params).ainvoke(messages, config=config)
+                sent = accepted_params(model, params)
+                message = await model.bind(**sent).ainvoke(messages, config=config)
             except Exception as exc:
+                if refused_format(exc, model, params, sent):
+                    continue  # the same attempt with the next response format (agent.llm.formats)
                 if (message := _truncated_reply(exc)) is None:
                     raise
         try:

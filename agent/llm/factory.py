@@ -109,16 +109,6 @@ def get_chat_model(
     raise ConfigError(f"unknown LLM provider '{name}': choose one of {', '.join(PROVIDERS)} or register a model")
 
 
-def json_response_format(name: str | None, schema: dict) -> dict | None:
-    """The ``response_format`` that constrains output to ``schema`` on this provider, if it has one."""
-    name = name or get_settings().llm
-    if name == "local":  # llama-cpp-python's server: json_object + schema → grammar (json_schema type is rejected)
-        return {"type": "json_object", "schema": schema}
-    if name == "openai":
-        return {"type": "json_schema", "json_schema": {"name": "reply", "schema": schema, "strict": False}}
-    return None
-
-
 def prewarm(name: str | None = None) -> None:
     """Start the embedded server in the background (it loads while retrieval loads the encoder)."""
     if (name or get_settings().llm) != "local":
