@@ -7,6 +7,8 @@ import json
 import os
 import subprocess
 import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -14,7 +16,8 @@ import pytest
 os.environ.setdefault("ANONYMIZED_TELEMETRY", "False")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
-SHARED_DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data"
+ROOT = Path(__file__).resolve().parents[1]
+SHARED_DATA = ROOT.parent / "shared" / "data"
 _names = itertools.count(1)
 
 # A small corpus: two readings of a Harry Potter question, plus unrelated passages.
@@ -146,3 +149,40 @@ def chat_endpoint():
     url, server = start_chat_endpoint(lambda _: (reply["status"], reply["body"]))
     yield url, reply
     server.shutdown()
+
+
+@contextmanager
+def langgraph_dev(env: dict[str, str]) -> Iterator[str]:
+    """``langgraph dev`` from this checkout's langgraph.json on a free loopback port, offline, with ``env`` added to
+    the environment; yields its base URL once ``/ok`` answers, and stops it (its whole process group) after."""
+    import socket
+    import subprocess
+    import time
+
+    import httpx
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    env = {**os.environ, "LANGGRAPH_CLI_NO_ANALYTICS": "1", "LANGGRAPH_NO_VERSION_CHECK": "true", **env}
+    cli = Path(sys.executable).with_name("langgraph")
+    proc = subprocess.Popen(
+        [str(cli), "dev", "--no-browser", "--no-reload", "--port", str(port)],
+        cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
+    )  # fmt: skip
+    base = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 180
+        while time.monotonic() < deadline:
+            try:
+                if httpx.get(f"{base}/ok", timeout=1).status_code == 200:
+                    break
+            except httpx.HTTPError:
+                time.sleep(0.5)
+            assert proc.poll() is None, "langgraph dev exited at start"
+        else:
+            pytest.fail("langgraph dev did not start")
+        yield base
+    finally:
+        os.killpg(proc.pid, 15)
+        proc.wait(timeout=20)

@@ -1,16 +1,13 @@
 """LangGraph Studio's server (`langgraph dev`) starts offline from langgraph.json and runs every graph."""
 
 import json
-import os
-import socket
-import subprocess
-import time
 from pathlib import Path
 
 import httpx
 import pytest
 
 from agent.registry import METHODS, load_graph
+from tests.conftest import langgraph_dev
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -26,37 +23,9 @@ def test_langgraph_json_lists_every_method():
 
 @pytest.fixture(scope="module")
 def studio(home, collection):
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    env = {
-        **os.environ,
-        "LANGGRAPH_CLI_NO_ANALYTICS": "1",
-        "LANGGRAPH_NO_VERSION_CHECK": "true",
-        "AMBIGQA_HOME": str(home),
-        "AMBIGQA_LLM": "fake",
-        "AMBIGQA_COLLECTION": collection,
-    }
-    cli = Path(os.sys.executable).with_name("langgraph")
-    proc = subprocess.Popen(
-        [str(cli), "dev", "--no-browser", "--no-reload", "--port", str(port)],
-        cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
-    )  # fmt: skip
-    base = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + 180
-        while time.monotonic() < deadline:
-            try:
-                if httpx.get(f"{base}/ok", timeout=1).status_code == 200:
-                    break
-            except httpx.HTTPError:
-                time.sleep(0.5)
-        else:
-            pytest.fail("langgraph dev did not start")
+    env = {"AMBIGQA_HOME": str(home), "AMBIGQA_LLM": "fake", "AMBIGQA_COLLECTION": collection, "AMBIGQA_API_KEY": ""}
+    with langgraph_dev(env) as base:
         yield base
-    finally:
-        os.killpg(proc.pid, 15)
-        proc.wait(timeout=20)
 
 
 @pytest.mark.parametrize("method", METHODS)
