@@ -23,11 +23,12 @@ from collections.abc import Sequence
 from typing import Any, Literal
 
 from langchain_core.messages import AIMessage, AnyMessage
-from langgraph.graph import END, StateGraph
+from langgraph.graph import StateGraph
 from langgraph.runtime import Runtime
 from pydantic import BaseModel, Field, field_validator
 from typing_extensions import TypedDict
 
+from agent.chat import REPLY
 from agent.context import RunContext, context_of
 from agent.llm.calls import OutputError, Reply, aask
 from agent.llm.parsing import parse_answer, sentences, whole_sentences
@@ -265,4 +266,4 @@ def add_answer_step(builder: StateGraph, draft: str) -> None:
     builder.add_edge(draft, "check_answer")
     builder.add_conditional_edges("check_answer", after_check)
     builder.add_edge("revise_answer", "check_answer")
-    builder.add_edge("finish_answer", END)
+    builder.add_edge("finish_answer", REPLY)

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 from langchain_core.language_models import BaseChatModel
 from langgraph.types import Command
 
+from agent.chat import CHAT_NODES
 from agent.context import RunContext, make_context
 from agent.errors import CollectionError, ConfigError
 from agent.llm.factory import model_name, prewarm
@@ -26,7 +27,7 @@ from agent.tracing import run_config
 if TYPE_CHECKING:
     from agent.eval.checkpoints import RunCheckpoint
 
-CONTRACT = {"question", "answer", "disambiguations", "passages", "retrieved", "usage"}
+CONTRACT = {"question", "answer", "disambiguations", "passages", "retrieved", "usage", "messages"}
 INTERRUPT = "__interrupt__"  # the key of the update a run streams when it stops at an interrupt
 
 NodeCallback = Callable[[str, dict[str, Any], float], None]
@@ -61,7 +62,7 @@ class _Run:
                 self.state = chunk
             return
         for node, update in chunk.items():
-            if not isinstance(update, dict):
+            if not isinstance(update, dict) or node in CHAT_NODES:
                 continue
             now = time.perf_counter()
             if self.on_node:

@@ -1,21 +1,20 @@
-"""The input and output contract every graph shares: the question in; answer, disambiguations, passages, usage out
-(docs/architecture.md)."""
+"""The input and output contract every graph shares: the question (or chat messages) in; answer, disambiguations,
+passages, usage (and the answer as an AI message) out (docs/architecture.md)."""
 
 from __future__ import annotations
 
 from typing import Annotated
 
-from typing_extensions import TypedDict
-
+from agent.chat import ChatMessages
 from agent.llm.usage import merge_usage
 from agent.schemas import Disambiguation, Passage, UsageReport
 
 
-class QuestionInput(TypedDict):
-    question: str
+class QuestionInput(ChatMessages, total=False):
+    question: str  # or the last human message (agent.chat)
 
 
-class AnswerOutput(TypedDict, total=False):
+class AnswerOutput(ChatMessages, total=False):
     answer: str
     disambiguations: list[Disambiguation]
     passages: list[Passage]  # what the answer read

@@ -4,10 +4,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from langgraph.graph import END, START, StateGraph
+from langgraph.graph import StateGraph
 from langgraph.runtime import Runtime
 from pydantic import field_validator
 
+from agent.chat import REPLY, add_chat_io
 from agent.context import RunContext, context_of
 from agent.errors import ConfigError
 from agent.nodes import llm_node
@@ -34,6 +35,6 @@ builder = StateGraph(
     AnswerState, input_schema=QuestionInput, output_schema=AnswerOutput, context_schema=ClosedBookContext
 )
 builder.add_node("answer", llm_node(answer))
-builder.add_edge(START, "answer")
-builder.add_edge("answer", END)
+add_chat_io(builder, "answer")
+builder.add_edge("answer", REPLY)
 graph = builder.compile(name="closed_book")

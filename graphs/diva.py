@@ -12,11 +12,12 @@ from __future__ import annotations
 from typing import Any, Literal
 
 import numpy as np
-from langgraph.graph import END, START, StateGraph
+from langgraph.graph import StateGraph
 from langgraph.runtime import Runtime
 from pydantic import BaseModel, Field
 
 from agent.answer_step import AnswerOptions, AnswerStepState, ReviewedOutput, add_answer_step, drafted
+from agent.chat import REPLY, add_chat_io
 from agent.context import context_of
 from agent.llm.calls import Reply, aask, gather_concurrently
 from agent.llm.parsing import parse_yes_no
@@ -305,7 +306,7 @@ def build(input_schema: type = QuestionInput) -> Any:
     builder.add_node("settle", llm_node(settle))
     builder.add_node("rag_generate", llm_node(rag_generate))
     builder.add_node("closed_book", llm_node(closed_book))
-    builder.add_edge(START, "type_ambiguity")
+    add_chat_io(builder, "type_ambiguity")
     builder.add_edge("type_ambiguity", "interpret")
     builder.add_edge("interpret", "retrieve")
     builder.add_edge("retrieve", "prune")
@@ -314,7 +315,7 @@ def build(input_schema: type = QuestionInput) -> Any:
     builder.add_conditional_edges("rag_extract", after_extract)
     builder.add_edge("settle", "rag_generate")
     add_answer_step(builder, "rag_generate")
-    builder.add_edge("closed_book", END)
+    builder.add_edge("closed_book", REPLY)
     return builder.compile(name="diva")
 
 

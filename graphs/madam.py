@@ -15,10 +15,11 @@ from __future__ import annotations
 
 from typing import Literal
 
-from langgraph.graph import END, START, StateGraph
+from langgraph.graph import StateGraph
 from langgraph.runtime import Runtime
 from pydantic import BaseModel, Field
 
+from agent.chat import REPLY, add_chat_io
 from agent.context import RunContext, context_of
 from agent.llm.calls import Reply, aask, gather_concurrently
 from agent.llm.parsing import parse_agent_reply, parse_aggregation
@@ -163,9 +164,9 @@ builder.add_node("retrieve", retrieve)
 builder.add_node("agents", llm_node(agents))
 builder.add_node("aggregate", llm_node(aggregate))
 builder.add_node("finish", finish)
-builder.add_edge(START, "retrieve")
+add_chat_io(builder, "retrieve")
 builder.add_conditional_edges("retrieve", after_retrieve)
 builder.add_conditional_edges("agents", after_agents)
 builder.add_conditional_edges("aggregate", after_aggregate)
-builder.add_edge("finish", END)
+builder.add_edge("finish", REPLY)
 graph = builder.compile(name="madam")

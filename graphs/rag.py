@@ -9,11 +9,12 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Literal
 
-from langgraph.graph import END, START, StateGraph
+from langgraph.graph import StateGraph
 from langgraph.runtime import Runtime
 from pydantic import Field
 
 from agent.answer_step import AnswerOptions, AnswerStepState, ReviewedOutput, add_answer_step, drafted
+from agent.chat import REPLY, add_chat_io
 from agent.context import context_of
 from agent.llm.calls import aask
 from agent.llm.parsing import parse_final_answer
@@ -86,9 +87,9 @@ builder.add_node("retrieve", retrieve)
 builder.add_node("rag_extract", llm_node(rag_extract))
 builder.add_node("rag_generate", llm_node(rag_generate))
 builder.add_node("short_answer", llm_node(short_answer))
-builder.add_edge(START, "retrieve")
+add_chat_io(builder, "retrieve")
 builder.add_conditional_edges("retrieve", answer_style)
 builder.add_edge("rag_extract", "rag_generate")
 add_answer_step(builder, "rag_generate")
-builder.add_edge("short_answer", END)
+builder.add_edge("short_answer", REPLY)
 graph = builder.compile(name="rag")

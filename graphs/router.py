@@ -10,15 +10,17 @@ from __future__ import annotations
 
 import asyncio
 import contextvars
+import re
 from typing import Any, Literal, get_args
 
 from langchain_core.runnables import RunnableLambda
 from langgraph.checkpoint.base import BaseCheckpointSaver
-from langgraph.graph import END, START, StateGraph
+from langgraph.graph import StateGraph
 from langgraph.runtime import Runtime, get_runtime
 from langgraph.types import interrupt
 from pydantic import Field
 
+from agent.chat import REPLY, add_chat_io
 from agent.context import RunContext, context_of, make_context
 from agent.llm.calls import gather_concurrently
 from agent.llm.usage import merge_usage
@@ -107,16 +109,43 @@ async def interpret(state: RouterState, runtime: Runtime[RouterContext]) -> dict
 
 
 def clarify(state: RouterState) -> dict:
-    """Pause for a person: the resume value is a list of interpretation numbers (1-based) or texts; empty = all."""
+    """Pause for a person with the interpretations (also in the human-interrupt shape chat front ends render); the
+    resume value picks them (``picked``); none picked: all."""
     options = state["interpretations"]
-    picked = interrupt({"question": state["question"], "interpretations": options})
-    chosen = []
-    for item in picked or []:
-        if isinstance(item, int) and 1 <= item <= len(options):
-            chosen.append(options[item - 1])
+    listed = "\n".join(f"{n}. {option}" for n, option in enumerate(options, 1))
+    picked = interrupt(
+        {
+            "question": state["question"],
+            "interpretations": options,
+            "action_request": {"action": "choose_interpretations", "args": {"interpretations": options}},
+            "config": {"allow_respond": True, "allow_accept": True, "allow_edit": True, "allow_ignore": False},
+            "description": f"Which readings should be answered? Reply with their numbers, e.g. 1,3; accept: all.\n{listed}",
+        }
+    )
+    return {"chosen": chosen(picked, options) or options, "route": "clarify"}
+
+
+def chosen(picked: Any, options: list[str]) -> list[str]:
+    """The interpretations a resume value picks: a list of numbers (1-based) or texts, or a chat front end's human
+    response (``accept``: all; ``response``: numbers or a reading in words; ``edit``: the edited list)."""
+    if isinstance(picked, list) and picked and isinstance(picked[0], dict):
+        picked = picked[0]  # agent-chat-ui resumes with a list of one response
+    if isinstance(picked, dict):
+        kind, args = picked.get("type"), picked.get("args")
+        if kind == "response" and isinstance(args, str):
+            only_numbers = re.fullmatch(r"\s*\d+(?:\s*(?:,|;|and|\s)\s*\d+)*\s*", args)
+            picked = [int(n) for n in re.findall(r"\d+", args)] if only_numbers else [args]
+        elif kind == "edit" and isinstance(args, dict):
+            picked = (args.get("args") or {}).get("interpretations") or []
+        else:
+            picked = []
+    found = []
+    for item in picked if isinstance(picked, list) else []:
+        if isinstance(item, int) and not isinstance(item, bool) and 1 <= item <= len(options):
+            found.append(options[item - 1])
         elif isinstance(item, str) and item.strip():
-            chosen.append(item.strip())
-    return {"chosen": chosen or options, "route": "clarify"}
+            found.append(item.strip())
+    return found
 
 
 async def _rag_detached(question: str, ctx: RouterContext) -> dict[str, Any]:
@@ -168,15 +197,15 @@ def build(checkpointer: BaseCheckpointSaver | None = None) -> Any:
     builder.add_node("type_ambiguity", llm_node(type_ambiguity))
     for method in get_args(Method):
         builder.add_node(method, delegate(method))
-        builder.add_edge(method, END)
+        builder.add_edge(method, REPLY)
     builder.add_node("interpret", llm_node(interpret))
     builder.add_node("clarify", clarify)
     builder.add_node("answer_chosen", llm_node(answer_chosen))
-    builder.add_edge(START, "type_ambiguity")
+    add_chat_io(builder, "type_ambiguity")
     builder.add_conditional_edges("type_ambiguity", route)
     builder.add_edge("interpret", "clarify")
     builder.add_edge("clarify", "answer_chosen")
-    builder.add_edge("answer_chosen", END)
+    builder.add_edge("answer_chosen", REPLY)
     return builder.compile(name="router", checkpointer=checkpointer)
 
 

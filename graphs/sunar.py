@@ -11,10 +11,11 @@ from collections.abc import Callable
 from dataclasses import replace
 from typing import Literal
 
-from langgraph.graph import END, START, StateGraph
+from langgraph.graph import StateGraph
 from langgraph.runtime import Runtime
 from pydantic import BaseModel, Field
 
+from agent.chat import REPLY, add_chat_io
 from agent.context import RunContext, context_of
 from agent.llm.calls import LLMOptions, Reply, aask, ask, gather_concurrently, run_concurrently
 from agent.llm.parsing import parse_final_answer, parse_self_ask, parse_short_answer
@@ -301,9 +302,9 @@ builder.add_node("decompose", llm_node(decompose))
 builder.add_node("nar_retrieve", llm_node(nar_retrieve))
 builder.add_node("answer_sub", llm_node(answer_sub))
 builder.add_node("meta_reason", llm_node(meta_reason))
-builder.add_edge(START, "decompose")
+add_chat_io(builder, "decompose")
 builder.add_conditional_edges("decompose", after_decompose)
 builder.add_edge("nar_retrieve", "answer_sub")
 builder.add_edge("answer_sub", "decompose")
-builder.add_edge("meta_reason", END)
+builder.add_edge("meta_reason", REPLY)
 graph = builder.compile(name="sunar")

@@ -38,6 +38,7 @@ from agent.answer_step import (
     checks_option,
     drafted,
 )
+from agent.chat import add_chat_io
 from agent.context import context_of
 from agent.llm.calls import Reply, aask, gather_concurrently
 from agent.llm.parsing import parse_true_false
@@ -424,7 +425,7 @@ builder.add_node("retrieve", retrieve)
 builder.add_node("expand", expand_graph)
 builder.add_node("grow", grow)
 builder.add_node("generate", llm_node(generate))
-builder.add_edge(START, "retrieve")
+add_chat_io(builder, "retrieve")
 builder.add_conditional_edges("retrieve", explore, ["expand", "generate"])
 builder.add_edge("expand", "grow")
 builder.add_conditional_edges("grow", explore, ["expand", "generate"])

@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 from typing import Literal
 
-from langgraph.graph import START, StateGraph
+from langgraph.graph import StateGraph
 from langgraph.runtime import Runtime
 from pydantic import Field
 
@@ -23,6 +23,7 @@ from agent.answer_step import (
     checks_option,
     drafted,
 )
+from agent.chat import add_chat_io
 from agent.context import context_of
 from agent.llm.calls import Reply, aask, gather_concurrently
 from agent.llm.parsing import parse_answer, parse_execution, parse_query
@@ -212,7 +213,7 @@ builder.add_node("execute", llm_node(execute))
 builder.add_node("settle", llm_node(settle))
 builder.add_node("consolidate", consolidate)
 builder.add_node("answer", llm_node(answer))
-builder.add_edge(START, "relax")
+add_chat_io(builder, "relax")
 builder.add_edge("relax", "retrieve")
 builder.add_edge("retrieve", "execute")
 builder.add_conditional_edges("execute", after_execute)

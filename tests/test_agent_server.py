@@ -83,3 +83,22 @@ def test_clarify_through_the_sdk_client_interrupts_and_resumes(server):
     done = client.runs.wait(thread["thread_id"], "router", command={"resume": [1]}, context={"clarify": True})
     assert done["answer"] and done["chosen"] == offered[:1], done
     assert "__interrupt__" not in done
+
+
+def test_a_chat_front_end_runs_the_clarify_flow_with_messages_and_human_responses(server):
+    """What agent-chat-ui sends: a messages list, then its human response to the interrupt; the answer comes back as
+    the thread's last AI message."""
+    from langgraph_sdk import get_sync_client
+
+    client = get_sync_client(url=server, api_key=KEY)
+    thread = client.threads.create()["thread_id"]
+    asked = {"messages": [{"type": "human", "content": QUESTION}]}
+    waiting = client.runs.wait(thread, "router", input=asked, context={"clarify": True})
+    value = waiting["__interrupt__"][0]["value"]
+    assert value["action_request"]["args"]["interpretations"] == value["interpretations"]
+    assert value["config"]["allow_respond"] and "1. " in value["description"]
+    done = client.runs.wait(thread, "router", command={"resume": [{"type": "response", "args": "2"}]})
+    assert done["chosen"] == value["interpretations"][1:2]
+    last = done["messages"][-1]
+    assert last["type"] == "ai" and last["content"].startswith(done["answer"].strip())
+    assert [m["type"] for m in done["messages"]] == ["human", "ai"]

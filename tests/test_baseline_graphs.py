@@ -91,12 +91,12 @@ def test_graphs_export_the_shared_contract():
     from graphs.closed_book import graph as closed_book
     from graphs.rag import graph as rag
 
-    contract = {"answer", "disambiguations", "passages", "retrieved", "usage"}
+    contract = {"answer", "disambiguations", "passages", "retrieved", "usage", "messages"}
     for graph, own in (
         (closed_book, set()),
         (rag, {"reasoning", "answer_review"}),
     ):  # rag: the short style's reasoning, the answer step's review
-        assert graph.get_input_jsonschema()["required"] == ["question"]
+        assert set(graph.get_input_jsonschema()["properties"]) == {"question", "messages"}
         assert set(graph.get_output_jsonschema()["properties"]) == contract | own
 
 

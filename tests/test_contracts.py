@@ -6,7 +6,7 @@ import agent
 from agent.registry import METHODS, load_graph
 
 QUESTION = "When did the Harry Potter film come out?"
-CONTRACT = {"answer", "disambiguations", "passages", "retrieved", "usage"}
+CONTRACT = {"answer", "disambiguations", "passages", "retrieved", "usage", "messages"}  # messages: agent.chat
 OWN_FIELDS = {
     "closed_book": set(),
     "rag": {"reasoning", "answer_review"},
@@ -47,9 +47,9 @@ def test_every_method_has_a_declared_contract():
 
 
 @pytest.mark.parametrize("method", METHODS)
-def test_input_schema_asks_only_for_the_question(method):
+def test_input_schema_asks_for_the_question_or_chat_messages(method):
     schema = load_graph(method).get_input_jsonschema()
-    assert set(schema["properties"]) == {"question"} and schema["required"] == ["question"]
+    assert set(schema["properties"]) == {"question", "messages"} and not schema.get("required")
 
 
 @pytest.mark.parametrize("method", METHODS)
@@ -73,3 +73,48 @@ def test_retrieved_is_what_the_method_retrieved_and_none_without_retrieval(colle
         assert result.retrieved is None
     else:
         assert result.retrieved and len({p.id for p in result.retrieved}) == len(result.retrieved)
+
+
+@pytest.mark.parametrize("method", METHODS)
+def test_chat_messages_in_give_the_answer_as_an_ai_message(collection, method):
+    """What a chat front end sends (a messages list) is answered: the last human message is the question, and the
+    answer comes back as an AI message carrying its interpretations and the passages it read."""
+    from langchain_core.messages import AIMessage, HumanMessage
+
+    from agent.context import make_context
+
+    graph = load_graph(method)
+    context = make_context(graph.context_schema, {"llm": "fake", "collection": collection})
+    earlier = [HumanMessage("Who wrote Hamlet?"), AIMessage("Shakespeare.")]
+    out = graph.invoke({"messages": [*earlier, HumanMessage(QUESTION)]}, context=context)
+    assert [m.type for m in out["messages"]] == ["human", "ai", "human", "ai"]  # the new turn answered, once
+    reply = out["messages"][-1]
+    assert reply.content.startswith(out["answer"].strip()) and out["answer"]
+    details = reply.additional_kwargs["ambigqa"]
+    assert details["passage_ids"] == [p.id for p in out.get("passages", [])]
+    for p in out.get("passages", []):
+        assert f"[{p.id}]" in reply.content
+    if len(out.get("disambiguations", [])) > 1:
+        assert "Interpretations:" in reply.content
+        assert [d["question"] for d in details["disambiguations"]] == [d.question for d in out["disambiguations"]]
+
+
+def test_a_question_given_as_text_joins_the_messages_as_the_human_turn(collection):
+    from agent.context import make_context
+
+    graph = load_graph("rag")
+    out = graph.invoke(
+        {"question": QUESTION}, context=make_context(graph.context_schema, {"llm": "fake", "collection": collection})
+    )
+    assert [(m.type, m.content) for m in out["messages"][:1]] == [("human", QUESTION)]
+    assert out["messages"][-1].type == "ai"
+
+
+@pytest.mark.parametrize("given", [{"question": "   "}, {"messages": [{"role": "assistant", "content": "hi"}]}, {}])
+def test_a_graph_invoked_directly_refuses_a_bad_question_with_the_clis_error(collection, given):
+    from agent.context import make_context
+    from agent.errors import InvalidQuestionError
+
+    graph = load_graph("rag")
+    with pytest.raises(InvalidQuestionError, match="the question is empty"):
+        graph.invoke(given, context=make_context(graph.context_schema, {"llm": "fake", "collection": collection}))

@@ -100,3 +100,17 @@ def test_clarify_answers_a_clear_question_through_its_method_under_the_threads_s
     assert result.status == "answered" and result.route == "rag" and result.interpretations == []
     assert without_citations(result.answer) == "It premiered on 4 November 2001."
     assert model.prompts() == ["type_ambiguity", "rag_extract", "rag_generate"]
+
+
+@pytest.mark.parametrize(
+    ("picked", "expected"),
+    [([2], ["b"]), (["my own reading"], ["my own reading"]), ([0, 4, True], []), (None, []),
+     ([{"type": "accept", "args": None}], []),  # accept: all (the node falls back to every option)
+     ([{"type": "response", "args": "1, 3"}], ["a", "c"]), ({"type": "response", "args": "1 and 2"}, ["a", "b"]),
+     ([{"type": "response", "args": "the 2001 film"}], ["the 2001 film"]),
+     ([{"type": "edit", "args": {"action": "choose_interpretations", "args": {"interpretations": ["b", "z"]}}}], ["b", "z"])],
+)  # fmt: skip
+def test_a_resume_value_picks_by_number_text_or_a_chat_front_ends_human_response(picked, expected):
+    from graphs.router import chosen
+
+    assert chosen(picked, ["a", "b", "c"]) == expected

@@ -107,6 +107,7 @@ def test_stream_sends_node_updates_as_they_happen_then_the_output(server):
         "retrieved",
         "usage",
         "answer_review",
+        "messages",
     }  # what the playground shows
 
 

@@ -16,6 +16,7 @@ from typing import Annotated, Any
 from langchain_core.runnables import ConfigurableFieldSpec, Runnable, RunnableConfig
 from pydantic import BaseModel, Field, StringConstraints
 
+from agent.chat import CHAT_NODES
 from agent.context import make_context
 from agent.errors import (
     AgentError,
@@ -142,7 +143,8 @@ class GraphRunnable(Runnable):
 
 def _events(namespace: tuple[str, ...], chunk: dict) -> Iterator[dict]:
     for node, update in chunk.items():
-        yield {"node": node, "namespace": namespace_names(namespace), "update": update}
+        if node not in CHAT_NODES:
+            yield {"node": node, "namespace": namespace_names(namespace), "update": update}
 
 
 def served_collection(name: Any, collections: tuple[str, ...]) -> str:
