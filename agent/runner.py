@@ -15,6 +15,7 @@ from langgraph.types import Command
 from agent.chat import CHAT_NODES
 from agent.context import RunContext, make_context
 from agent.errors import CollectionError, ConfigError
+from agent.llm.calls import ANSWER_TAG
 from agent.llm.factory import model_name, prewarm
 from agent.llm.usage import merge_usage
 from agent.questions import validate_question
@@ -31,6 +32,7 @@ CONTRACT = {"question", "answer", "disambiguations", "passages", "retrieved", "u
 INTERRUPT = "__interrupt__"  # the key of the update a run streams when it stops at an interrupt
 
 NodeCallback = Callable[[str, dict[str, Any], float], None]
+TokenCallback = Callable[[str, str], None]  # (text, node): a piece of the answer as the model writes it
 
 
 def namespace_names(namespace: tuple[str, ...]) -> list[str]:
@@ -51,12 +53,30 @@ def output_of(graph: Any, state: dict[str, Any]) -> dict[str, Any]:
 class _Run:
     """One run's bookkeeping, shared by ``run`` and ``arun``: progress callbacks as chunks arrive, then the result."""
 
-    def __init__(self, question: str, method: str, graph: Any, on_node: NodeCallback | None):
+    def __init__(
+        self,
+        question: str,
+        method: str,
+        graph: Any,
+        on_node: NodeCallback | None,
+        on_token: TokenCallback | None = None,
+    ):
         self.question, self.method, self.graph, self.on_node = question, method, graph, on_node
+        self.on_token = on_token
         self.start = self.last = time.perf_counter()
         self.state: dict[str, Any] = {}
 
+    @property
+    def modes(self) -> list[str]:
+        """The stream modes this run needs: the LLM's tokens too when someone reads the answer as it is written."""
+        return ["updates", "values", "messages"] if self.on_token else ["updates", "values"]
+
     def feed(self, namespace: tuple[str, ...], mode: str, chunk: Any) -> None:
+        if mode == "messages":
+            message, metadata = chunk
+            if self.on_token and ANSWER_TAG in (metadata.get("tags") or []) and isinstance(message.content, str):
+                self.on_token(message.content, metadata.get("langgraph_node", ""))
+            return
         if mode == "values":
             if not namespace:
                 self.state = chunk
@@ -98,6 +118,7 @@ def run(
     collection: str | None = None,
     *,
     on_node: NodeCallback | None = None,
+    on_token: TokenCallback | None = None,
     callbacks: Any = None,
     checkpoint: RunCheckpoint | None = None,
     **options: Any,
@@ -109,8 +130,9 @@ def run(
 
     The result holds exactly the graph's output schema: the shared contract, and the method's own fields in ``extra``.
     ``on_node(node, update, seconds)`` is called as each node finishes (live progress, subgraph nodes included);
-    ``callbacks`` (a caller's LangChain callbacks, e.g. a tool's) make the run nest under the caller's trace.
-    ``checkpoint`` (``agent.eval.checkpoints``) keeps every step's state on a thread, or replays a stored run from one
+    ``on_token(text, node)`` gets the answer's pieces as the model writes them (a draft, then any revision; the
+    result's answer is the finished one). ``callbacks`` (a caller's LangChain callbacks, e.g. a tool's) make the run
+    nest under the caller's trace. ``checkpoint`` (``agent.eval.checkpoints``) keeps every step's state on a thread, or replays a stored run from one
     node on: the nodes before it are not run again, and the result's usage counts their stored calls too.
     """
     question = validate_question(question)
@@ -121,8 +143,10 @@ def run(
         graph, inputs, config = checkpoint.start(graph, inputs, config)
     with model_name(llm) as name:
         context = _context(graph, method, name, collection, options)
-        record = _Run(question, method, graph, on_node)
-        for namespace, mode, chunk in _stream(graph, inputs, context, run_config(method, context, config)):
+        record = _Run(question, method, graph, on_node, on_token)
+        for namespace, mode, chunk in _stream(
+            graph, inputs, context, run_config(method, context, config), record.modes
+        ):
             record.feed(namespace, mode, chunk)
     return record.result()
 
@@ -134,6 +158,7 @@ async def arun(
     collection: str | None = None,
     *,
     on_node: NodeCallback | None = None,
+    on_token: TokenCallback | None = None,
     callbacks: Any = None,
     **options: Any,
 ) -> RunResult:
@@ -146,13 +171,12 @@ async def arun(
     graph = load_graph(method)
     with model_name(llm) as name:
         context = _context(graph, method, name, collection, options)
-        record = _Run(question, method, graph, on_node)
+        record = _Run(question, method, graph, on_node, on_token)
         config = run_config(method, context, {"callbacks": callbacks} if callbacks else None)
-        modes = ["updates", "values"]
 
         async def consume() -> None:
             async for namespace, mode, chunk in graph.astream(
-                {"question": question}, config, context=context, stream_mode=modes, subgraphs=True
+                {"question": question}, config, context=context, stream_mode=record.modes, subgraphs=True
             ):
                 record.feed(namespace, mode, chunk)
 
@@ -215,7 +239,8 @@ def _advance(
     context = _context(store.graph, "router", None, None, thread.options)
     record = _Run(question, "router", store.graph, on_node)
     interrupts: tuple[Any, ...] = ()
-    for namespace, mode, chunk in _stream(store.graph, payload, context, run_config("router", context, thread.config)):
+    config = run_config("router", context, thread.config)
+    for namespace, mode, chunk in _stream(store.graph, payload, context, config, record.modes):
         record.feed(namespace, mode, chunk)
         if mode == "updates" and not namespace:
             interrupts = chunk.get(INTERRUPT, interrupts)
@@ -255,12 +280,14 @@ def lookup(ids: list[str], collection: str | None = None) -> list[Passage]:
     return found
 
 
-def _stream(graph: Any, inputs: Any, context: Any, config: dict | None) -> Iterator[tuple[tuple[str, ...], str, Any]]:
-    """(namespace, mode, chunk): node updates as they finish, and the output values.
+def _stream(
+    graph: Any, inputs: Any, context: Any, config: dict | None, modes: list[str]
+) -> Iterator[tuple[tuple[str, ...], str, Any]]:
+    """(namespace, mode, chunk) of ``modes``: node updates as they finish, the output values, the LLM's tokens.
 
     The run gets a fresh context: called from inside another graph (a tool in an agent), LangGraph would otherwise
     take it for a subgraph of that run and send its updates to the parent's stream instead of ours.
     """
     fresh = contextvars.Context()
-    chunks = graph.stream(inputs, config, context=context, stream_mode=["updates", "values"], subgraphs=True)
+    chunks = graph.stream(inputs, config, context=context, stream_mode=modes, subgraphs=True)
     yield from iter(lambda: fresh.run(next, chunks, None), None)

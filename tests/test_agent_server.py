@@ -16,7 +16,7 @@ QUESTION = "When did the Harry Potter film come out?"
 def server(home, collection):
     env = {
         "AMBIGQA_HOME": str(home), "AMBIGQA_LLM": "fake", "AMBIGQA_COLLECTION": collection,
-        "AMBIGQA_API_KEY": KEY, "AMBIGQA_SERVED_COLLECTIONS": collection,
+        "AMBIGQA_API_KEY": KEY, "AMBIGQA_SERVED_COLLECTIONS": f"{collection},never-ingested",
     }  # fmt: skip
     with langgraph_dev(env) as base:
         yield base
@@ -102,3 +102,32 @@ def test_a_chat_front_end_runs_the_clarify_flow_with_messages_and_human_response
     last = done["messages"][-1]
     assert last["type"] == "ai" and last["content"].startswith(done["answer"].strip())
     assert [m["type"] for m in done["messages"]] == ["human", "ai"]
+
+
+def test_the_messages_stream_carries_the_answer_tokens_tagged(server):
+    from langgraph_sdk import get_sync_client
+
+    from agent.llm.calls import ANSWER_TAG
+
+    client = get_sync_client(url=server, api_key=KEY)
+    tokens = []
+    for part in client.runs.stream(None, "rag", input={"question": QUESTION}, stream_mode="messages-tuple"):
+        if part.event == "messages":
+            message, metadata = part.data
+            if ANSWER_TAG in metadata.get("tags", []):
+                tokens.append(message["content"])
+    assert len(tokens) > 5 and "can be read in" in "".join(tokens)
+
+
+def test_a_streamed_run_that_fails_ends_with_one_error_event(server):
+    from langgraph_sdk import get_sync_client
+
+    client = get_sync_client(url=server, api_key=KEY)
+    parts = list(
+        client.runs.stream(
+            None, "rag", input={"question": QUESTION}, context={"collection": "never-ingested"}, stream_mode="updates"
+        )
+    )
+    errors = [p for p in parts if p.event == "error"]
+    assert len(errors) == 1 and parts[-1].event == "error", [p.event for p in parts]
+    assert errors[0].data["error"] == "CollectionError"  # named; the server keeps exception texts to its log

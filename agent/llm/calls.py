@@ -13,6 +13,7 @@ import re
 import time
 from collections.abc import Awaitable, Callable, Generator, Iterable, Iterator, Sequence
 from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import Any, Generic, TypeVar
 
@@ -114,6 +115,7 @@ def ask(
     attempts = _attempts(prompt, options, parse, schema, fallback, max_tokens, prefix, history, variables)
     model, messages, config = get_chat_model(options.llm), next(attempts), _call_config(prompt)
     params = attempts.send(None)
+    PROMPT.set(prompt)  # ask runs in its caller's context: a later call sets its own
     while True:
         start = time.perf_counter()
         with _llm_errors(prompt, model, params["max_tokens"]):
@@ -151,6 +153,7 @@ async def aask(
     model = await asyncio.to_thread(get_chat_model, options.llm, loop=asyncio.get_running_loop())
     config = _call_config(prompt)
     params = attempts.send(None)
+    PROMPT.set(prompt)
     while True:
         start = time.perf_counter()
         with _llm_errors(prompt, model, params["max_tokens"]):
@@ -192,6 +195,8 @@ def _attempts(
     for attempt in range(1, options.retries + 2):
         temperature = options.temperature if attempt == 1 else max(options.temperature, RETRY_TEMPERATURE)
         params: dict[str, Any] = {"temperature": temperature, "max_tokens": tokens}
+        if not load_prompt(prompt).answer:  # streamed only where a listener is attached, and only the answer
+            params["stream"] = False
         if options.seed is not None:
             params["seed"] = options.seed + attempt - 1
         if response_format:
@@ -227,8 +232,14 @@ def _truncated_reply(exc: Exception) -> AIMessage | None:
     return AIMessage(content=content, response_metadata={"finish_reason": "length", "token_usage": usage})
 
 
+PROMPT: ContextVar[str] = ContextVar("ambigqa_prompt", default="")  # the prompt of the call in flight (a model
+# that streams is not handed its run's tags: agent.llm.scripted reads the prompt from here)
+ANSWER_TAG = "ambigqa:answer"  # on the calls whose reply is the answer a person reads: a stream's client keeps these
+
+
 def _call_config(prompt: str) -> dict[str, Any]:
-    return {"tags": [f"prompt:{prompt}"], "run_name": prompt}
+    tags = [f"prompt:{prompt}", *([ANSWER_TAG] if load_prompt(prompt).answer else [])]
+    return {"tags": tags, "run_name": prompt}
 
 
 @contextmanager

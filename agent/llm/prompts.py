@@ -1,7 +1,8 @@
 """Load prompt files from ``prompts/``: what calls share first, the per-call part last (llama.cpp's prefix cache).
 
-A prompt file is ``[max_tokens: N]`` (optional first line: the reply's token cap), the instruction, a
-``<<<user>>>`` line, and the per-call part. A call with a shared ``prefix`` (a question's worked examples and
+A prompt file is optional header lines (``max_tokens: N``, the reply's token cap; ``reply: answer``, the reply is the
+answer text a person reads, so it is streamed to whoever listens), the instruction, a ``<<<user>>>`` line, and the
+per-call part. A call with a shared ``prefix`` (a question's worked examples and
 passages, ``agent.steps.casebook``) sends that prefix as the system message and the instruction after it, so that
 every call of the question starts with the same tokens. An instruction may open with ``$evidence`` (the question's
 passages): calls that read the same passages under different instructions then share them too (DIVA's verify and I_e).
@@ -23,7 +24,7 @@ from langchain_core.messages import BaseMessage, HumanMessage, SystemMessage
 from agent.resources import prompt_file
 
 USER_MARKER = "<<<user>>>"
-MAX_TOKENS = re.compile(r"\Amax_tokens:\s*(\d+)\s*\n")
+HEADER = re.compile(r"(max_tokens|reply):[ \t]*(\S+)[ \t]*\n")
 CHARS_PER_TOKEN = 3.5  # English under Qwen2.5's tokenizer runs ~4 characters a token: this errs on the long side
 
 
@@ -32,6 +33,7 @@ class Prompt:
     instruction: Template
     user: Template
     max_tokens: int | None  # what a reply needs; None: the run's cap
+    answer: bool = False  # the reply is the answer a person reads (streamed as it is written)
 
 
 @cache
@@ -43,9 +45,14 @@ def load_prompt(name: str) -> Prompt:
     text = path.read_text(encoding="utf-8")
     if USER_MARKER not in text:
         raise ValueError(f"prompt {path} lacks the '{USER_MARKER}' line that separates the shared and per-call parts")
-    cap = MAX_TOKENS.match(text)
-    system, user = text[cap.end() if cap else 0 :].split(USER_MARKER, 1)
-    return Prompt(Template(system.strip()), Template(user.strip()), int(cap.group(1)) if cap else None)
+    header, at = {}, 0
+    while line := HEADER.match(text, at):
+        header[line[1]], at = line[2], line.end()
+    if header.get("reply", "answer") != "answer":
+        raise ValueError(f"prompt {path}: 'reply:' takes only 'answer', not {header['reply']!r}")
+    system, user = text[at:].split(USER_MARKER, 1)
+    max_tokens = int(header["max_tokens"]) if "max_tokens" in header else None
+    return Prompt(Template(system.strip()), Template(user.strip()), max_tokens, answer="reply" in header)
 
 
 _LABEL = re.compile(r"^[A-Z][\w ]*?\d*:\s*", re.MULTILINE)  # "Question: ", "DQ 1: ": the format, not the example

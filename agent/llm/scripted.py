@@ -12,14 +12,14 @@ import json
 import re
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
 from langchain_core.callbacks import AsyncCallbackManagerForLLMRun, CallbackManagerForLLMRun
 from langchain_core.language_models import BaseChatModel
-from langchain_core.messages import AIMessage, BaseMessage
-from langchain_core.outputs import ChatGeneration, ChatResult
+from langchain_core.messages import AIMessage, AIMessageChunk, BaseMessage
+from langchain_core.outputs import ChatGeneration, ChatGenerationChunk, ChatResult
 from pydantic import ConfigDict, Field, PrivateAttr
 
 from agent.text import PASSAGES_HEADING
@@ -118,7 +118,9 @@ class ScriptedChatModel(BaseChatModel):
         """Record the call; the prompt's tokens served from the simulated prefix cache."""
         if self.fail_with is not None:
             raise self.fail_with
-        prompt = next((t.split(":", 1)[1] for t in tags if t.startswith("prompt:")), "")
+        from agent.llm.calls import PROMPT
+
+        prompt = next((t.split(":", 1)[1] for t in tags if t.startswith("prompt:")), "") or PROMPT.get()
         self._refuse_overflow(prompt, messages, kwargs.get("max_tokens", 0))
         call = ScriptedCall(prompt, messages, kwargs, time.perf_counter(), thread=threading.current_thread().name)
         tokens = _prompt_tokens(messages)
@@ -190,6 +192,63 @@ class ScriptedChatModel(BaseChatModel):
         if self.latency:
             await asyncio.sleep(self.latency)
         return self._result(call, cached)
+
+    def _chunks(self, call: ScriptedCall, cached: int) -> Iterator[ChatGenerationChunk]:
+        """The reply as a stream: a chunk per word (its spacing kept), the last carrying the usage and finish."""
+        message = self._result(call, cached).generations[0].message
+        if isinstance(message, AIMessage) and message.tool_calls:  # a tool call comes whole, as one chunk
+            calls = [
+                {"name": c["name"], "args": json.dumps(c["args"]), "id": c["id"], "index": i}
+                for i, c in enumerate(message.tool_calls)
+            ]
+            yield ChatGenerationChunk(
+                message=AIMessageChunk(
+                    content=message.content,
+                    tool_call_chunks=calls,
+                    usage_metadata=message.usage_metadata,
+                    response_metadata=message.response_metadata,
+                    chunk_position="last",
+                )
+            )
+            return
+        words = re.findall(r"\s*\S+", str(message.content)) or [""]
+        for i, word in enumerate(words):
+            last = i == len(words) - 1
+            yield ChatGenerationChunk(
+                message=AIMessageChunk(
+                    content=word,
+                    usage_metadata=message.usage_metadata if last else None,
+                    response_metadata=message.response_metadata if last else {},
+                    chunk_position="last" if last else None,
+                )
+            )
+
+    def _stream(
+        self,
+        messages: list[BaseMessage],
+        stop: list[str] | None = None,
+        run_manager: CallbackManagerForLLMRun | None = None,
+        **kwargs: Any,
+    ) -> Iterator[ChatGenerationChunk]:
+        """Streamed like an endpoint's server-sent events: each word reaches the callbacks as it is "written"."""
+        call, cached = self._begin(messages, run_manager.tags if run_manager else [], kwargs)
+        for chunk in self._chunks(call, cached):
+            if self.latency:
+                time.sleep(self.latency / 10)
+            yield chunk  # LangChain reports each chunk to the callbacks
+
+    async def _astream(
+        self,
+        messages: list[BaseMessage],
+        stop: list[str] | None = None,
+        run_manager: AsyncCallbackManagerForLLMRun | None = None,
+        **kwargs: Any,
+    ) -> AsyncIterator[ChatGenerationChunk]:
+        call, cached = self._begin(messages, run_manager.tags if run_manager else [], kwargs)
+        for chunk in self._chunks(call, cached):
+            if self.latency:
+                await asyncio.sleep(self.latency / 10)
+            yield chunk
 
 
 # --- the demo script behind ``--llm fake``: plausible, deterministic replies derived from the prompt's input ---

@@ -67,6 +67,9 @@ def ask(
     ),
     as_json: bool = typer.Option(False, "--json", help="print the whole result as JSON on stdout"),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="no live progress"),
+    stream: bool = typer.Option(
+        True, "--stream/--no-stream", help="show the answer on stderr as the model writes it (--no-stream: wait)"
+    ),
     clarify: bool = typer.Option(
         False, "--clarify", help="router: stop at the interpretations and let you pick; prints a resumable thread id"
     ),
@@ -102,9 +105,11 @@ def ask(
             from agent.retrieval.passage_set import read_passages
 
             options["passages"] = read_passages(passages)
+        live = printing.LiveRun(quiet, stream=stream)
         result = run(
-            question, method=method, llm=llm, collection=collection, on_node=printing.progress(quiet), **options
-        )
+            question, method=method, llm=llm, collection=collection, on_node=live.node,
+            on_token=live.token if live.stream else None, **options,
+        )  # fmt: skip
     except AgentError as exc:
         fail(str(exc))
     except KeyboardInterrupt:

@@ -92,6 +92,32 @@ def progress(quiet: bool, timed: bool = True) -> Callable[[str, dict[str, Any], 
     return show
 
 
+class LiveRun:
+    """Live progress on stderr: a line per finished node and, with ``stream``, the answer as the model writes it (a
+    draft, then any revision, each on its own line; the finished answer follows on stdout)."""
+
+    def __init__(self, quiet: bool, stream: bool = True):
+        self.show = progress(quiet)
+        self.stream = stream and not quiet
+        self.writing: str | None = None  # the node whose answer tokens are being printed
+
+    def node(self, node: str, update: dict[str, Any], seconds: float) -> None:
+        self._end_line()
+        self.show(node, update, seconds)
+
+    def token(self, text: str, node: str) -> None:
+        if node != self.writing:
+            self._end_line()
+            err.print(f"  [cyan]✎[/] [bold]{node}[/] ", end="", highlight=False)
+            self.writing = node
+        err.print(printable(text), end="", style="dim", markup=False, highlight=False, soft_wrap=True)
+
+    def _end_line(self) -> None:
+        if self.writing is not None:
+            err.print()
+            self.writing = None
+
+
 def print_asking(method: str, question: str) -> None:
     err.print(f"[bold]{method}[/] · {escape(printable(question))}", highlight=False)
 
