@@ -116,6 +116,7 @@ class LocalServer:
             "--n_threads", str(threads),
             "--n_threads_batch", str(threads),
             "--n_batch", "512",
+            "--interrupt_requests", "false",  # else a queued call cuts a streaming answer off after its first chunk
         ]  # fmt: skip
         if settings.local_state_cache_mb > 0:  # contexts of the prompt families left (agent.llm.prefix_states)
             cmd += ["--state_cache_mb", str(settings.local_state_cache_mb)]
