@@ -101,3 +101,21 @@ def test_an_mcp_call_brings_its_own_passages(home, collection):
     assert closed.is_error and "reads no passages" in closed.content[0].text
     assert not sunar.is_error and sunar.structured_content["reasoning"] == "passage [1] is about Harry Potter (film)."
     assert sunar.structured_content["hops"][0]["reasoning"]  # and each hop's, to check what the answer rests on
+
+
+def test_a_tool_call_that_asks_for_progress_hears_each_node_finish(home, collection):
+    heard = []
+
+    async def on_progress(progress, total, message):
+        heard.append((progress, message))
+
+    async def calls(client):
+        quiet = await client.call_tool("ask_rag", {"question": QUESTION})
+        told = await client.call_tool("ask_rag", {"question": QUESTION}, progress_callback=on_progress)
+        return quiet, told
+
+    quiet, told = _session(home, collection, calls)
+    assert not quiet.is_error and not told.is_error and told.content[0].text
+    nodes = [message.split(" done")[0] for _, message in heard]
+    assert nodes[:2] == ["retrieve", "rag_extract"] and "finish_answer" in nodes
+    assert [progress for progress, _ in heard] == list(range(1, len(heard) + 1))

@@ -9,6 +9,7 @@ Like ``serve``: over HTTP every request wants the operator's key (``KeyCheck``),
 one of ``max_concurrent`` slots, or answers a tool error when none frees within ``queue_timeout`` (``Runs``).
 """
 
+import asyncio
 import json
 from collections.abc import AsyncIterator, Awaitable, Callable, MutableMapping
 from contextlib import asynccontextmanager
@@ -114,6 +115,7 @@ def question_type() -> Any:
 
 def ask_tool(method: str, llm: str | None, collection: str | None, runs: Runs) -> Any:
     """``ask_<method>``: a question and the method's options a call may set; the answer with its structured content."""
+    from mcp.server.mcpserver import Context
     from mcp_types import CallToolResult, TextContent
 
     from agent.context import make_context
@@ -131,20 +133,46 @@ def ask_tool(method: str, llm: str | None, collection: str | None, runs: Runs) -
             list[str | dict[str, Any]] | None,
             Field(description="optional passages to read instead of retrieving: texts or {id, title, text} objects"),
         ] = None,
+        ctx: Context | None = None,
     ) -> CallToolResult:
         options = (options or {}) | ({"passages": passages} if passages is not None else {})
+        progress = Progress(ctx)
         try:
             refuse(set(options) & NEVER_FROM_A_CALL, settable)
             make_context(load_graph(method).context_schema, options, strict=True, owner=method)
             async with runs.slot():
-                result = await arun(question, method=method, llm=llm, collection=collection, **options)
+                result = await arun(
+                    question, method=method, llm=llm, collection=collection, on_node=progress.node, **options
+                )
         except AgentError as exc:
             return failed(exc)
+        finally:
+            await progress.sent()
         return CallToolResult(
             content=[TextContent(type="text", text=result.answer)], structured_content=result_content(result)
         )
 
     return ask
+
+
+class Progress:
+    """A tool call's progress notifications, one per finished node ("rag_extract done, 1 LLM call"), in order; sent
+    only to a client that asked for them (its call carries a progress token)."""
+
+    def __init__(self, ctx: Any):
+        self.ctx, self.done = ctx, 0
+        self.sending: list[asyncio.Task[None]] = []
+
+    def node(self, node: str, update: dict[str, Any], seconds: float) -> None:
+        if self.ctx is None:
+            return
+        self.done += 1
+        message = f"{node} done in {seconds:.1f} s"
+        self.sending.append(asyncio.get_running_loop().create_task(self.ctx.report_progress(self.done, None, message)))
+
+    async def sent(self) -> None:
+        """Wait until every notification is out (before the result, so a client sees them first)."""
+        await asyncio.gather(*self.sending, return_exceptions=True)
 
 
 def read_tool(collection: str | None) -> Any:
