@@ -3,26 +3,25 @@ to the configured method; in clarify mode a person picks the interpretations to 
 
 type_ambiguity → N/A: rag │ ambiguous: the configured method (closed_book, rag, diva, toc, verdict or sunar), each a
                           │ subgraph node that Studio draws
-                          │ ambiguous + clarify: interpret → clarify (interrupt) → answer_chosen (rag per choice)
+                          │ ambiguous + clarify: interpret → clarify (interrupt) → answer_reading (rag, one task per
+                          │ choice, each a subgraph of this run) → answer_chosen (joins them)
 """
 
 from __future__ import annotations
 
-import asyncio
-import contextvars
+import operator
 import re
-from typing import Any, Literal, get_args
+from typing import Annotated, Any, Literal, get_args
 
 from langchain_core.runnables import RunnableLambda
 from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.graph import StateGraph
 from langgraph.runtime import Runtime, get_runtime
-from langgraph.types import interrupt
+from langgraph.types import Send, interrupt
 from pydantic import Field
 
 from agent.chat import REPLY, add_chat_io
 from agent.context import RunContext, context_of, make_context
-from agent.llm.calls import gather_concurrently
 from agent.llm.usage import merge_usage
 from agent.nodes import llm_node
 from agent.schemas import AmbiguityType, Disambiguation, Passage, UsageReport
@@ -62,7 +61,7 @@ class RouterOutput(AnswerOutput, total=False):
 
 
 class RouterState(QuestionInput, RouterOutput, total=False):
-    pass
+    readings_answered: Annotated[list[dict[str, Any]], operator.add]  # answer_reading's results, for answer_chosen
 
 
 async def type_ambiguity(state: RouterState, runtime: Runtime[RouterContext]) -> dict:
@@ -148,18 +147,35 @@ def chosen(picked: Any, options: list[str]) -> list[str]:
     return found
 
 
-async def _rag_detached(question: str, ctx: RouterContext) -> dict[str, Any]:
-    """RAG outside this run (a task in an empty context): concurrent subgraphs of one node would share a checkpoint
-    namespace."""
-    graph = METHOD_GRAPHS["rag"]
-    run = graph.ainvoke({"question": question}, context=make_context(graph.context_schema, ctx))
-    return await asyncio.create_task(run, context=contextvars.Context())
+def chosen_readings(state: RouterState) -> list[Send]:
+    """One ``answer_reading`` task per chosen interpretation, run side by side."""
+    return [Send("answer_reading", {"question": question}) for question in state["chosen"]]
 
 
-async def answer_chosen(state: RouterState, runtime: Runtime[RouterContext]) -> dict:
-    """Each chosen interpretation has one reading: answer it with RAG (concurrently), then join the answers."""
-    ctx = context_of(runtime, RouterContext)
-    results = await gather_concurrently(lambda q: _rag_detached(q, ctx), state["chosen"], ctx.max_concurrency)
+def answer_reading() -> Any:
+    """The node that answers one chosen interpretation with rag, run as a subgraph of this run (each task has its own
+    checkpoint namespace, so its nodes, tokens and traces reach the caller). Sync and async twins, as ``delegate``."""
+    rag = METHOD_GRAPHS["rag"]
+
+    def context() -> Any:
+        return make_context(rag.context_schema, context_of(get_runtime(), RouterContext))
+
+    def answered(question: str, result: dict[str, Any]) -> dict[str, Any]:
+        return {"readings_answered": [{"reading": question, **{k: result[k] for k in CONTRACT if k in result}}]}
+
+    def answer(task: dict[str, Any]) -> dict[str, Any]:
+        return answered(task["question"], rag.invoke({"question": task["question"]}, context=context()))
+
+    async def aanswer(task: dict[str, Any]) -> dict[str, Any]:
+        return answered(task["question"], await rag.ainvoke({"question": task["question"]}, context=context()))
+
+    return RunnableLambda(answer, afunc=aanswer, name="answer_reading")
+
+
+def answer_chosen(state: RouterState) -> dict:
+    """Join the chosen interpretations' answers, in the order they were chosen."""
+    by_reading = {r["reading"]: r for r in state.get("readings_answered", [])}  # a resume that failed left none
+    results = [by_reading[q] for q in state["chosen"] if q in by_reading]
     usage = UsageReport()
     passages: dict[str, Passage] = {}
     retrieved: dict[str, Passage] = {}
@@ -172,7 +188,7 @@ async def answer_chosen(state: RouterState, runtime: Runtime[RouterContext]) -> 
     if len(results) == 1:
         answer = results[0]["answer"]
     else:
-        answer = "\n\n".join(f"{q} {r['answer']}" for q, r in zip(state["chosen"], results))
+        answer = "\n\n".join(f"{r['reading']} {r['answer']}" for r in results)
     return {
         "answer": answer,
         "disambiguations": disambiguations,
@@ -200,11 +216,13 @@ def build(checkpointer: BaseCheckpointSaver | None = None) -> Any:
         builder.add_edge(method, REPLY)
     builder.add_node("interpret", llm_node(interpret))
     builder.add_node("clarify", clarify)
-    builder.add_node("answer_chosen", llm_node(answer_chosen))
+    builder.add_node("answer_reading", answer_reading())
+    builder.add_node("answer_chosen", answer_chosen)
     add_chat_io(builder, "type_ambiguity")
     builder.add_conditional_edges("type_ambiguity", route)
     builder.add_edge("interpret", "clarify")
-    builder.add_edge("clarify", "answer_chosen")
+    builder.add_conditional_edges("clarify", chosen_readings, ["answer_reading"])
+    builder.add_edge("answer_reading", "answer_chosen")
     builder.add_edge("answer_chosen", REPLY)
     return builder.compile(name="router", checkpointer=checkpointer)
 
