@@ -13,7 +13,6 @@ import re
 import time
 from collections.abc import Awaitable, Callable, Generator, Iterable, Iterator, Sequence
 from contextlib import contextmanager
-from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import Any, Generic, TypeVar
 
@@ -25,7 +24,7 @@ from agent.errors import ContextOverflowError, LLMCrashError, LLMError, LLMUnava
 from agent.llm.factory import get_chat_model
 from agent.llm.formats import accepted_params, json_response_format, refused_format
 from agent.llm.parsing import ParseError, reasoning_of
-from agent.llm.prompts import load_prompt, render
+from agent.llm.prompts import PROMPT, load_prompt, render
 from agent.llm.usage import call_usage, record
 from agent.schemas import NodeUsage
 
@@ -232,8 +231,6 @@ def _truncated_reply(exc: Exception) -> AIMessage | None:
     return AIMessage(content=content, response_metadata={"finish_reason": "length", "token_usage": usage})
 
 
-PROMPT: ContextVar[str] = ContextVar("ambigqa_prompt", default="")  # the prompt of the call in flight (a model
-# that streams is not handed its run's tags: agent.llm.scripted reads the prompt from here)
 ANSWER_TAG = "ambigqa:answer"  # on the calls whose reply is the answer a person reads: a stream's client keeps these
 
 

@@ -15,6 +15,7 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Sequence
+from contextvars import ContextVar
 from dataclasses import dataclass
 from functools import cache
 from string import Template
@@ -24,6 +25,8 @@ from langchain_core.messages import BaseMessage, HumanMessage, SystemMessage
 from agent.resources import prompt_file
 
 USER_MARKER = "<<<user>>>"
+PROMPT: ContextVar[str] = ContextVar("ambigqa_prompt", default="")  # the prompt of the LLM call in flight (set by
+# agent.llm.calls; a model that streams is not handed its run's tags, so agent.llm.scripted reads it here)
 HEADER = re.compile(r"(max_tokens|reply):[ \t]*(\S+)[ \t]*\n")
 CHARS_PER_TOKEN = 3.5  # English under Qwen2.5's tokenizer runs ~4 characters a token: this errs on the long side
 

@@ -22,6 +22,7 @@ from langchain_core.messages import AIMessage, AIMessageChunk, BaseMessage
 from langchain_core.outputs import ChatGeneration, ChatGenerationChunk, ChatResult
 from pydantic import ConfigDict, Field, PrivateAttr
 
+from agent.llm.prompts import PROMPT
 from agent.text import PASSAGES_HEADING
 
 
@@ -118,8 +119,6 @@ class ScriptedChatModel(BaseChatModel):
         """Record the call; the prompt's tokens served from the simulated prefix cache."""
         if self.fail_with is not None:
             raise self.fail_with
-        from agent.llm.calls import PROMPT
-
         prompt = next((t.split(":", 1)[1] for t in tags if t.startswith("prompt:")), "") or PROMPT.get()
         self._refuse_overflow(prompt, messages, kwargs.get("max_tokens", 0))
         call = ScriptedCall(prompt, messages, kwargs, time.perf_counter(), thread=threading.current_thread().name)
