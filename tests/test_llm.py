@@ -316,7 +316,7 @@ def test_cached_prompt_tokens_are_read_from_either_usage_report():
     assert (usage + call_usage(silent, 1.0)).prefilled_tokens == 110
 
 
-LLAMA_CPP_REFUSAL = {  # what llama-cpp-python's server answers a json_schema response format (FastAPI validation)
+LLAMA_CPP_REFUSAL = {  # a FastAPI-validated server refusing a json_schema response format (older llama-cpp-python)
     "detail": [
         {
             "type": "literal_error",
@@ -329,8 +329,8 @@ LLAMA_CPP_REFUSAL = {  # what llama-cpp-python's server answers a json_schema re
 
 
 def _format_refusing_endpoint(refused: set[str]):
-    """An endpoint that refuses the response-format types in ``refused`` (422, as llama-cpp-python does) and answers
-    every other request with a verdict; it records the format each request carried."""
+    """An endpoint that refuses the response-format types in ``refused`` (a 422, as a FastAPI-validated server gives)
+    and answers every other request with a verdict; it records the format each request carried."""
     from tests.conftest import completion, start_chat_endpoint
 
     seen: list[str | None] = []
@@ -348,7 +348,7 @@ def _format_refusing_endpoint(refused: set[str]):
 
 @pytest.mark.parametrize(
     "refused, first, then",
-    [({"json_schema"}, ["json_schema", "json_object"], ["json_object"]),  # llama-cpp-python's server
+    [({"json_schema"}, ["json_schema", "json_object"], ["json_object"]),  # a server that knows only json_object
      ({"json_schema", "json_object"}, ["json_schema", "json_object", None], [None])],  # neither: the prompt's hint
 )  # fmt: skip
 def test_an_endpoint_that_refuses_a_json_schema_gets_the_next_form_and_is_remembered(refused, first, then):

@@ -1,7 +1,7 @@
 """The ``response_format`` that constrains a reply to a JSON schema, and what to send when an endpoint refuses it.
 
-OpenAI and vLLM take ``{"type": "json_schema", ...}``; llama-cpp-python's server refuses that type (422) and takes
-``{"type": "json_object", "schema": ...}`` instead; some servers take neither. A call whose format is refused is sent
+OpenAI and vLLM take ``{"type": "json_schema", ...}``; a server that validates the request as older llama-cpp-python
+did refuses that type (422) and takes ``{"type": "json_object", "schema": ...}`` instead; some servers take neither. A call whose format is refused is sent
 again at once with the next form (the schema then travels only in the system prompt's hint, and the reply is parsed
 as tolerantly as ever), and the endpoint is remembered so later calls start there.
 """
