@@ -464,7 +464,7 @@ def test_demo_llm_runs_diva_end_to_end(collection):
 def test_diva_exports_the_shared_contract_and_why_it_routed():
     from graphs.diva import graph
 
-    assert graph.get_input_jsonschema()["required"] == ["question"]
+    assert set(graph.get_input_jsonschema()["properties"]) == {"question", "messages"}  # agent.chat
     properties = set(graph.get_output_jsonschema()["properties"])
     assert {
         "answer",

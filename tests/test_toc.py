@@ -299,10 +299,10 @@ def test_toc_is_registered_and_exports_the_shared_contract_and_its_tree():
     assert "toc" in METHODS
     langgraph = json.loads((Path(__file__).resolve().parents[1] / "langgraph.json").read_text())
     assert langgraph["graphs"]["toc"]["path"] == "./graphs/toc.py:graph"
-    assert graph.get_input_jsonschema()["required"] == ["question"]
+    assert set(graph.get_input_jsonschema()["properties"]) == {"question", "messages"}  # agent.chat
     assert set(graph.get_output_jsonschema()["properties"]) == {
         "answer", "disambiguations", "passages", "retrieved", "usage", "tree", "stop_reason", "expansions", "restored",
-        "answer_review",
+        "answer_review", "messages",
     }  # fmt: skip
     assert {"rerank", "clarify", "prune"} <= set(graph.get_graph(xray=True).nodes) | {
         n.split(":")[-1] for n in graph.get_graph(xray=True).nodes

@@ -259,11 +259,11 @@ def test_hdbscan_needs_two_items_and_medoid_maximises_summed_similarity():
 def test_verdict_exports_the_shared_contract_and_its_candidates():
     from graphs.verdict import graph
 
-    assert graph.get_input_jsonschema()["required"] == ["question"]
+    assert set(graph.get_input_jsonschema()["properties"]) == {"question", "messages"}  # agent.chat
     assert set(graph.get_output_jsonschema()["properties"]) == {
         "answer", "disambiguations", "passages", "usage",
         "relaxed_query", "candidates", "abstentions", "unparsed", "ungrounded", "cluster_labels", "retrieved",
-        "conflicts", "answer_review",
+        "conflicts", "answer_review", "messages",
     }  # fmt: skip
 
 
