@@ -5,13 +5,14 @@ import os
 import sys
 
 import anyio
+import pytest
 
 from tests.conftest import PASSAGES
 
 QUESTION = "When did the Harry Potter film come out?"
 
 
-def _session(home, collection, calls):
+def _session(home, collection, calls, **client):
     from mcp.client import Client
     from mcp.client.stdio import StdioServerParameters
 
@@ -23,8 +24,8 @@ def _session(home, collection, calls):
     )
 
     async def main():
-        async with Client(params) as client:
-            return await calls(client)
+        async with Client(params, **client) as session:
+            return await calls(session)
 
     return anyio.run(main)
 
@@ -79,6 +80,44 @@ def test_an_mcp_client_clarifies_a_question_and_resumes_the_thread_with_a_pick(h
     assert done.content[0].text == done.structured_content["answer"]
     assert again.is_error and "has been answered" in again.content[0].text
     assert llm.is_error and "cannot be set per call" in llm.content[0].text
+
+
+@pytest.mark.parametrize("mode", ["auto", "legacy"])  # MCP 2026-07-28 (the form as a retry) and 2025-11-25 (mid-call)
+def test_clarify_asks_the_user_through_elicitation_where_the_client_supports_it(home, collection, mode):
+    from mcp_types import ElicitResult
+
+    asked, replies = [], iter([{"picks": ["2"]}, None, {"picks": ["9"]}])
+
+    async def on_elicit(context, params):
+        asked.append(params)
+        picks = next(replies)
+        return ElicitResult(action="accept", content=picks) if picks else ElicitResult(action="decline")
+
+    async def calls(client):
+        answered = await client.call_tool("clarify", {"question": QUESTION})
+        declined = await client.call_tool("clarify", {"question": QUESTION})
+        wrong = await client.call_tool("clarify", {"question": QUESTION})
+        thread = wrong.content[0].text.split("thread ")[1].split()[0]
+        after = await client.call_tool("resume", {"thread_id": thread, "picks": [1]})
+        return answered, declined, wrong, after
+
+    answered, declined, wrong, after = _session(home, collection, calls, elicitation_callback=on_elicit, mode=mode)
+    form = asked[0].requested_schema["properties"]["picks"]
+    readings = [choice["title"] for choice in form["items"]["anyOf"]]
+    assert form["type"] == "array" and [c["const"] for c in form["items"]["anyOf"]] == [
+        str(n) for n in range(1, len(readings) + 1)
+    ]
+    assert len(readings) >= 2 and QUESTION in asked[0].message
+    assert not answered.is_error and answered.structured_content["status"] == "answered"
+    assert answered.structured_content["chosen"] == readings[1:2]
+    assert declined.structured_content["status"] == "needs_choice"  # a declined form leaves the resume route
+    assert declined.structured_content["interpretations"] == readings
+    assert (
+        wrong.is_error
+        and "no interpretation numbered 9" in wrong.content[0].text
+        and "waits for resume" in wrong.content[0].text
+    )
+    assert not after.is_error and after.structured_content["chosen"] == readings[:1]
 
 
 def test_an_mcp_call_brings_its_own_passages(home, collection):

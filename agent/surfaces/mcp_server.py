@@ -30,8 +30,10 @@ STATE_FIELDS = ("route", "grade", "stop_reason", "relaxed_query", "rejected_ids"
 OWN_LISTS = ("hops", "answers")  # SUNAR's hops, MADAM's answers with their documents
 NEVER_FROM_A_CALL = frozenset({"llm", "collection"})
 CLARIFY = (
-    "Ask the user which interpretations of an ambiguous question they mean: returns the interpretations and a thread_id "
-    "(or, for a clear question, the answer). Then call resume with the numbers the user picks."
+    "Ask the user which interpretations of an ambiguous question they mean. Where the client supports elicitation the "
+    "user picks them in a form and the answer comes back; otherwise (or when the user declines the form) this returns "
+    "the interpretations and a thread_id (or, for a clear question, the answer): then call resume with the numbers "
+    "the user picks."
 )
 RESUME = "Answer the interpretations the user picked (numbers from clarify's list; none: all) on a clarify thread."
 READ = "Read the collection's passages with these ids whole: the ones an answer's interpretations cite."
@@ -196,10 +198,13 @@ def read_tool(collection: str | None) -> Any:
 
 
 def clarify_tools(llm: str | None, collection: str | None, runs: Runs) -> tuple[Any, Any]:
-    """``clarify`` starts a router thread that stops at the interpretations; ``resume`` answers the ones picked."""
-    from mcp_types import CallToolResult
+    """``clarify`` starts a router thread that stops at the interpretations, and asks the user to pick through MCP
+    elicitation where the client supports it; ``resume`` answers the ones picked (the fallback)."""
+    from mcp.server.mcpserver import Context
+    from mcp_types import CallToolResult, InputRequiredResult
 
     from agent.runner import aclarify, aresume
+    from agent.surfaces.mcp_forms import PicksForm
 
     router_options = sorted(set(load_graph("router").context_schema.model_fields) - NEVER_FROM_A_CALL - {"clarify"})
 
@@ -208,12 +213,26 @@ def clarify_tools(llm: str | None, collection: str | None, runs: Runs) -> tuple[
         options: Annotated[
             dict[str, Any] | None, Field(description=f"optional router options; settable: {', '.join(router_options)}")
         ] = None,
-    ) -> CallToolResult:
+        ctx: Context | None = None,
+    ) -> CallToolResult | InputRequiredResult:
         options = options or {}
         try:
             refuse(set(options) - set(router_options), router_options)
+            form = PicksForm.answered(ctx)
+            if form is None:  # a first call: run the router to its interpretations
+                async with runs.slot():
+                    waiting = await aclarify(question, llm=llm, collection=collection, **options)
+                form = PicksForm(waiting)
+                if not form.can_ask(ctx):
+                    return clarified(waiting)
+                if form.asked_by_retry(ctx):  # MCP 2026-07-28: the client asks the user and calls again
+                    return form.input_required()
+                form.reply = await form.ask_now(ctx)  # earlier versions: a request to the client, mid-call
+            picks = form.picks()
+            if picks is None:  # declined or cancelled: the thread waits for resume
+                return clarified(form.waiting)
             async with runs.slot():
-                return clarified(await aclarify(question, llm=llm, collection=collection, **options))
+                return clarified(await aresume(form.waiting.thread_id, picks))
         except AgentError as exc:
             return failed(exc)
 
