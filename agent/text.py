@@ -7,10 +7,19 @@ import string
 import unicodedata
 from collections.abc import Callable, Sequence
 
-from agent.llm.parsing import CITATION_MARK
-from agent.retrieval.terms import STOP_WORDS
 from agent.schemas import Passage, QAPair
 from agent.settings import get_settings
+
+CITATION_MARK = re.compile(r"\[\d+(?:\s*[,;]\s*\d+)*\]")  # "[3]", "[1, 4]"
+# the Snowball English stop words (PostgreSQL's english list): left out of BM25's query terms and answers' content words
+STOP_WORDS = frozenset(
+    "i me my myself we our ours ourselves you your yours yourself yourselves he him his himself she her hers herself "
+    "it its itself they them their theirs themselves what which who whom this that these those am is are was were be "
+    "been being have has had having do does did doing a an the and but if or because as until while of at by for with "
+    "about against between into through during before after above below to from up down in out on off over under "
+    "again further then once here there when where why how all any both each few more most other some such no nor "
+    "not only own same so than too very s t can will just don should now".split()
+)
 
 _ARTICLES = re.compile(r"\b(a|an|the)\b", re.IGNORECASE)
 _SPELLINGS = [("january", "jan"), ("february", "feb"), ("march", "mar"), ("april", "apr"), ("may",),

@@ -77,6 +77,23 @@ def test_building_blocks_do_not_import_surfaces_or_evaluation():
         assert not {t for t in graph[module] if t.startswith(("agent.surfaces", "agent.eval", "agent.runner"))}, module
 
 
+FOUNDATION = {"agent.errors", "agent.settings", "agent.schemas", "agent.text", "agent.resources", "agent.processes"}
+FOUNDATION |= {"agent.questions"}
+
+
+def test_the_foundation_imports_only_the_foundation_and_llm_and_retrieval_not_each_other():
+    """The bottom of the picture in docs/architecture.md: a foundation module that imported the LLM boundary or
+    retrieval would tie those two together through it (agent.text once imported llm.parsing and retrieval.terms)."""
+    graph = import_graph()
+    for module in FOUNDATION:
+        assert graph[module] <= FOUNDATION, (module, graph[module] - FOUNDATION)
+    for module, targets in graph.items():
+        if module.startswith("agent.llm"):
+            assert not {t for t in targets if t.startswith(("agent.retrieval", "agent.steps"))}, module
+        if module.startswith("agent.retrieval"):
+            assert not {t for t in targets if t.startswith(("agent.llm", "agent.steps"))}, module
+
+
 def test_no_module_imports_a_private_module_of_langchain_or_langgraph():
     """A private module (``langgraph._internal``) would tie the package to one exact release of the library."""
     private = []

@@ -12,6 +12,7 @@ import re
 from typing import Any
 
 from agent.schemas import QAPair
+from agent.text import CITATION_MARK
 
 
 class ParseError(ValueError):
@@ -218,9 +219,6 @@ def worded(text: str) -> bool:
     """Whether ``text`` holds a letter or digit outside citation marks: a sentence, not stray punctuation nor a
     citation left behind by a sentence that went ("[14].")."""
     return any(ch.isalnum() for ch in CITATION_MARK.sub("", text))
-
-
-CITATION_MARK = re.compile(r"\[\d+(?:\s*[,;]\s*\d+)*\]")  # "[3]", "[1, 4]"
 
 
 def whole_sentences(text: str) -> str:
