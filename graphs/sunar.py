@@ -86,7 +86,7 @@ class SunarContext(RunContext):
     equivalence: str = Field(
         default="token",
         description="bidirectional entailment of two sampled answers: token (normalised tokens, no calls; the 1.5B "
-        "model as judge merges different answers, docs/evaluation.md) | llm | nli:/path/to/model (the paper's NLI)",
+        "model as judge merges different answers, notes/2026-11-sunar-hotpotqa.md) | llm | nli:/path/to/model (the paper's NLI)",
     )
     answer_top_k: int = Field(default=10, ge=1, le=50, description="top-l passages that answer a sub-question")
     evidence_k: int = Field(default=10, ge=1, le=50, description="evidence kept by the Meta Evidence Reasoner")

@@ -65,7 +65,7 @@ class VerdictContext(SettleOptions, AnswerOptions):
     grounded_answers: bool = Field(
         default=True,
         description="drop a candidate whose passage does not state its answer (I_E's rule that the answer comes from "
-        "the passage, checked by string: agent.text.stated_in; ours, not the paper's: docs/evaluation.md)",
+        "the passage, checked by string: agent.text.stated_in; ours, not the paper's: notes/2026-11-ramdocs-conflicts.md)",
     )
     answer_checks: list[Check] = checks_option("narrates", "states_nothing", "borrows", "incomplete")
 

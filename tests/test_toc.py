@@ -61,7 +61,7 @@ def by_question(replies: dict[str, str], default: str = ""):
 
 NO_COMPLETION = ["narrates", "states_nothing", "borrows"]
 PAPER_TREE = {"max_expansions": 15, "max_restarts": 3, "answer_checks": NO_COMPLETION}
-"""The tree as the paper and the official code grow it (the defaults are smaller: docs/evaluation.md), and the answer
+"""The tree as the paper and the official code grow it (the defaults are smaller: notes/2026-11-toc-asqa.md), and the answer
 step without the ``incomplete`` check, which the tests of its own below cover."""
 
 

@@ -5,7 +5,7 @@ articles, dates, numbers) need no judge, nor do answers holding different number
 and none ships in a PyPI package: the default (``token``) judges lexically, with no calls: ``a`` entails ``b`` when
 ``a`` covers at least ``threshold`` of ``b``'s tokens (token-F1's recall; both directions together bound its precision
 too). Options: the chat model as judge (``llm``; the local 1.5B model calls different answers the same too often to be
-the default, docs/evaluation.md) and any local Hugging Face NLI model directory (``nli:/path/to/model``).
+the default, notes/2026-11-sunar-hotpotqa.md) and any local Hugging Face NLI model directory (``nli:/path/to/model``).
 """
 
 from __future__ import annotations
