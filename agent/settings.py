@@ -89,6 +89,20 @@ class Settings(BaseSettings):
         description="memory for llama.cpp states kept across prompt families, so a method's fixed instructions are "
         "prefilled once per server, not once per question; 0 = only the previous prompt's prefix is reused",
     )
+    local_disk_states_mb: int = Field(
+        default=512,
+        ge=0,
+        description="disk for the llama.cpp states of system messages other content follows (a fixed casebook, a "
+        "method's instruction), under $AMBIGQA_HOME/llm-states, so a new server starts with them evaluated; 0 = off",
+    )
+    local_draft_tokens: int = Field(
+        default=0,
+        ge=0,
+        le=32,
+        description="prompt-lookup speculative decoding: tokens guessed from the prompt's own n-grams per step (answers "
+        "that copy names and dates from the passages); 0 = off, and the server computes logits for the last prompt "
+        "token only",
+    )
     local_port: int = Field(default=0, description="port of the embedded llama.cpp server; 0 = a free one")
     local_startup_timeout: float = 180.0
     local_repack: Literal["auto", "on", "off"] = Field(

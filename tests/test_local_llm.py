@@ -9,7 +9,16 @@ pytestmark = pytest.mark.slow
 
 def test_local_model_answers_a_demo_question_through_rag(home):
     question = "Who plays lord beric in game of thrones?"
-    result = agent.run(question, method="rag", llm="local", collection="demo", temperature=0.0)
+    streamed: list[str] = []  # the answer streams, and the streamed call still reports its tokens
+    result = agent.run(
+        question,
+        method="rag",
+        llm="local",
+        collection="demo",
+        temperature=0.0,
+        on_token=lambda t, _: streamed.append(t),
+    )
+    assert streamed
     assert len(result.passages) == 5
     # a sentence, not a bare name: 9 words on an AMX CPU (weights as stored), more where llama.cpp repacks them
     assert len(result.answer.split()) >= 6, result.answer
@@ -41,6 +50,48 @@ def test_a_prompt_family_keeps_its_instructions_prefilled_across_another_family(
     again = ask(rules, "What is the capital of Italy?")
     assert first.input_tokens > 300 and other.cached_tokens < 10
     assert again.cached_tokens >= first.input_tokens - 20, (first, again)  # all but the question and turn markers
+
+
+def test_a_new_server_starts_with_a_shared_system_message_evaluated(home):
+    """A system message two prompts share and then differ after (a fixed casebook) goes to disk (``DiskStates``):
+    the next server process prefills only what follows it."""
+    from langchain_core.messages import HumanMessage, SystemMessage
+
+    from agent.llm import server_launcher as servers
+    from agent.llm.factory import get_chat_model
+    from agent.llm.usage import call_usage
+    from agent.settings import get_settings
+
+    rules = " ".join(f"Rule {n}: answer with one word, the name of the capital city asked for." for n in range(1, 25))
+
+    def ask(question: str):
+        model = get_chat_model("local").bind(max_tokens=4, temperature=0.0)
+        return call_usage(model.invoke([SystemMessage(rules), HumanMessage(question)]), 0.0)
+
+    first = ask("What is the capital of France?")
+    ask("What is the capital of Spain?")  # the same system message, other content: it goes to disk
+    states = list((home / "llm-states").glob("*/*.npz"))
+    assert len(states) == 1, states
+    servers.local_server(get_settings()).stop()
+    warm = ask("What is the capital of Italy?")  # a new process
+    assert warm.cached_tokens >= first.input_tokens - 20, (first, warm)
+
+
+def test_the_latency_suite_reports_a_method_against_its_floor_on_the_embedded_model(home):
+    from agent.eval.bench_latency import latency_suite, variants
+    from agent.eval.datasets import Example
+
+    example = Example(
+        id="beric",
+        question="Who plays lord beric in game of thrones?",
+        qa_pairs=[{"question": "Who plays Beric Dondarrion in the HBO series?", "short_answers": ["Richard Dormer"]}],
+        long_answers=["Richard Dormer plays Beric Dondarrion in the HBO series Game of Thrones."],
+    )
+    results = latency_suite([example], variants(["rag"], []), "demo", llm="local", log=lambda _: None)
+    rates, means = results["rates"], results["summary"]["rag"]["means"]
+    assert rates["prefill_tok_s"] > 0 and rates["generate_tok_s"] > 0
+    assert 0 < means["first_token_s"] < means["seconds"] and means["prefilled_tokens"] > means["own_tokens"] > 0
+    assert 0 < means["floor_s"] < means["seconds"] and means["floor_multiple"] > 1  # the casebook is extra prefill
 
 
 def test_doctor_measures_the_embedded_server_and_reports_what_llama_cpp_chose(home):

@@ -60,3 +60,34 @@ def test_an_empty_context_saves_nothing_and_a_new_family_loads_nothing():
     assert states.switch_to([], [1, 2, 3, 4, 5], lambda: pytest.fail("nothing to save")) is None
     states.keep(_state([7, 7, 7, 7, 7]))
     assert states.switch_to([1, 2, 3], [8, 8, 8, 8], lambda: _state([1, 2, 3])) is None
+
+
+def test_a_system_message_goes_to_disk_when_other_content_follows_it():
+    from agent.llm.prefix_states import shared_instruction
+
+    system = list(range(100, 170))  # ends at 70
+    assert shared_instruction(system + [1, 2, 3, 50, 51], system + [1, 2, 3, 60, 61], end=70)  # the next question
+    assert shared_instruction(system + [1, 2] + [9] * 40 + [5], system + [1, 2] + [9] * 40 + [7], end=70)  # a heading
+    assert not shared_instruction(system + [9] * 100 + [5], system + [9] * 100 + [7], end=70)  # one question's passages
+    assert not shared_instruction([5] + system[1:] + [1], system + [1], end=70)  # another system message
+    assert not shared_instruction([], system + [1], end=70) and not shared_instruction(system, system, end=0)
+
+
+def test_disk_states_load_only_the_same_tokens_and_stay_within_their_bytes(tmp_path):
+    from agent.llm.prefix_states import DiskStates
+
+    disk = DiskStates(tmp_path / "states", capacity_bytes=6_000, min_tokens=4)  # two files of ~2,600 bytes
+    system = [7, 8, 9, 10, 11]
+    assert disk.worth_keeping(system) and not disk.worth_keeping([7, 8])  # too short to be worth a file
+    assert disk.load(system) is None
+    disk.save(_state(system, 2_000))
+    assert not disk.worth_keeping(system)
+    loaded = disk.load(system)
+    assert loaded.tokens == tuple(system) and loaded.data.nbytes == 2_000
+    assert disk.load(system + [12]) is None and disk.load(system[:4]) is None  # a state of exactly these tokens
+    for n in range(3):  # newer states push the least recently used out past the capacity
+        disk.save(_state([20 + n] * 5, 2_000))
+    assert len(list((tmp_path / "states").glob("*.npz"))) == 2 and disk.load(system) is None
+    disk.path([30] * 5).write_bytes(b"not a state")  # a torn or foreign file is dropped, not loaded
+    assert disk.load([30] * 5) is None and not disk.path([30] * 5).exists()
+    assert not list((tmp_path / "states").glob("*.tmp-*"))

@@ -5,18 +5,21 @@
   ``bench_orchestration``) and, where the data has them, oracle MRecall@5 and SUNAR's NAR recall (``bench_nar``);
 - ``retrieval``: every first stage × re-ranker (``bench_retrieval.retrieval_suite``);
 - ``ingest``: the ONNX and torch encoders side by side (``bench_ingest.ingest_suite``);
+- ``latency``: seconds to the first answer token and the whole answer per method, against its floor
+  (``bench_latency.latency_suite``);
 - ``scale``: each store at 100k and 1M passages (``agent.eval.scale``).
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
 from agent.errors import ConfigError
 from agent.eval.bench_ingest import format_ingest, ingest_rate, ingest_suite
+from agent.eval.bench_latency import format_latency_suite, latency_suite, variants
 from agent.eval.bench_nar import format_nar, nar_recall
 from agent.eval.bench_orchestration import format_orchestration, orchestration_overhead
 from agent.eval.bench_retrieval import (
@@ -39,6 +42,7 @@ SECTIONS: dict[str, Callable[[dict[str, Any]], list[str]]] = {
     "oracle_mrecall": format_oracle,
     "retrieval_suite": format_retrieval_suite,
     "nar_recall": format_nar,
+    "latency": format_latency_suite,
 }
 
 
@@ -62,12 +66,22 @@ def run_bench(
     first_stages: tuple[str, ...] = FIRST_STAGES,
     rerankers: tuple[str, ...] = RERANKERS,
     vectors: Path | None = None,
+    offset: int = 0,
+    llm: str = "local",
+    settings: Sequence[tuple[str, str, Any]] = (),
 ) -> dict[str, Any]:
     """``all``: the everyday figures (``all_suite``); ``retrieval``: every first stage × re-ranker on the first
-    ``limit`` questions; ``ingest``: both embedding backends on the first ``limit`` passages (``ingest_suite``)."""
+    ``limit`` questions; ``ingest``: both embedding backends on the first ``limit`` passages (``ingest_suite``);
+    ``latency``: ``methods`` (variants ``LABEL=METHOD`` with ``settings``) on ``limit`` questions after ``offset``,
+    rows to ``record``."""
     _check_inputs(suite, corpus, methods)
     if suite == "ingest":
         return {"ingest": ingest_suite(corpus, dataset, limit, vectors, log=log)}
+    if suite == "latency":
+        chosen = variants(methods, settings)
+        examples = load_examples(dataset, limit or 30, offset)
+        _store(corpus, collection, log)
+        return {"latency": latency_suite(examples, chosen, collection, llm, record=record, log=log)}
     examples = load_examples(dataset, limit)
     if suite == "retrieval":
         _store(corpus, collection, log)
@@ -99,8 +113,8 @@ def run_bench(
 
 def _check_inputs(suite: str, corpus: Path, methods: list[str]) -> None:
     """What would otherwise fail only after minutes of ingest and timing: an unknown suite or method, a missing corpus."""
-    if suite not in ("all", "retrieval", "ingest"):
-        raise ConfigError(f"unknown suite '{suite}': use all, retrieval, ingest or scale")
+    if suite not in ("all", "retrieval", "ingest", "latency"):
+        raise ConfigError(f"unknown suite '{suite}': use all, retrieval, ingest, latency or scale")
     if not corpus.is_file():
         raise ConfigError(f"corpus file {corpus} does not exist")
     if suite == "all":

@@ -1,14 +1,18 @@
 """Which llama.cpp KV states the embedded server keeps between prompt families: a pure policy over token sequences.
 
-The child server (``agent.llm.server_child``) saves and restores the states; this module only decides which to keep,
-which to load, and how many prompt tokens llama.cpp will not evaluate again.
+The child server (``agent.llm.server_child``) saves and restores the states; this module decides which to keep, which
+to load, and how many prompt tokens llama.cpp will not evaluate again, and keeps the system messages' states on disk
+(``DiskStates``) so a new process starts warm.
 """
 
 from __future__ import annotations
 
+import hashlib
+import os
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 
 import numpy as np
 
@@ -95,3 +99,67 @@ class PrefixStates:
             self.keep(save())
         state, shared = self.closest(prompt)
         return state if state is not None and shared > in_memory else None
+
+
+SPREAD = (
+    64  # tokens after the system message two prompts may still share (the next turn's header, a heading) and differ in
+)
+
+
+def shared_instruction(live: Sequence[int], prompt: Sequence[int], end: int) -> bool:
+    """Whether ``live`` and ``prompt`` share the system message that ends at ``end`` and then differ at once: a
+    prefix that other content follows (the next question under a fixed casebook, the next passage under VerDICt's
+    execute instruction), so worth keeping on disk. Calls that share more (one question's passages) are not it."""
+    return end > 0 and end <= common_prefix(live, prompt) <= end + SPREAD
+
+
+class DiskStates:
+    """States of system messages on disk, one file each, so a new server process starts with them evaluated.
+
+    ``folder`` names the model, the llama.cpp build and the context size the states were made with (a state loads
+    only into the same); files go least recently used first past ``capacity_bytes``."""
+
+    def __init__(self, folder: Path, capacity_bytes: int, min_tokens: int = 64):
+        self.folder, self.capacity_bytes, self.min_tokens = folder, capacity_bytes, min_tokens
+
+    def path(self, tokens: Sequence[int]) -> Path:
+        digest = hashlib.sha256(np.asarray(tokens, dtype=np.int32).tobytes()).hexdigest()[:32]
+        return self.folder / f"{digest}.npz"
+
+    def worth_keeping(self, tokens: Sequence[int]) -> bool:
+        return len(tokens) >= self.min_tokens and not self.path(tokens).is_file()
+
+    def load(self, tokens: Sequence[int]) -> SavedState | None:
+        """The state of exactly ``tokens`` (a system message), or None; a file that does not read is removed."""
+        path = self.path(tokens)
+        try:
+            with np.load(path, allow_pickle=False) as stored:
+                state = SavedState(tuple(int(t) for t in stored["tokens"]), stored["data"])
+        except (OSError, ValueError, KeyError):
+            path.unlink(missing_ok=True)
+            return None
+        if state.tokens != tuple(tokens):
+            path.unlink(missing_ok=True)
+            return None
+        os.utime(path)  # recently used
+        return state
+
+    def save(self, state: SavedState) -> None:
+        """Write ``state`` (atomically: processes may share the folder), then drop the least recently used files
+        past the capacity."""
+        self.folder.mkdir(parents=True, exist_ok=True)
+        path = self.path(state.tokens)
+        tmp = path.with_suffix(f".tmp-{os.getpid()}.npz")
+        np.savez(tmp, tokens=np.asarray(state.tokens, dtype=np.int32), data=state.data)
+        tmp.replace(path)
+        others = sorted((f for f in self.folder.glob("*.npz") if f != path), key=lambda f: f.stat().st_mtime_ns)
+        total = path.stat().st_size + sum(f.stat().st_size for f in others)
+        for old in others:
+            if total <= self.capacity_bytes:
+                break
+            total -= old.stat().st_size
+            old.unlink(missing_ok=True)
+
+    def forget(self, tokens: Sequence[int]) -> None:
+        """Remove a state llama.cpp refused (another build wrote it)."""
+        self.path(tokens).unlink(missing_ok=True)

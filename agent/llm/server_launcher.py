@@ -95,6 +95,18 @@ def exit_status(returncode: int) -> str:
     return f"exited with code {returncode}"
 
 
+def disk_states_folder(model_path: Path, settings: Settings, repack: bool) -> Path:
+    """Where the server keeps system messages' states: one folder per model file, llama.cpp build, context size and
+    weight layout, since a state loads only into the same."""
+    from importlib.metadata import version
+
+    build = f"llama-cpp-python-{version('llama-cpp-python')}"
+    layout = ("repacked" if repack else "plain") + ("-all-logits" if settings.local_draft_tokens else "")
+    size = model_path.stat().st_size if model_path.is_file() else 0
+    name = f"{model_path.stem}-{size}-{build}-ctx{settings.local_ctx}-{layout}"
+    return settings.home / "llm-states" / name
+
+
 class LocalServer:
     def __init__(self, model_path: Path, settings: Settings, repack: Repacking | None = None):
         self.model = settings.local_model
@@ -120,6 +132,14 @@ class LocalServer:
         ]  # fmt: skip
         if settings.local_state_cache_mb > 0:  # contexts of the prompt families left (agent.llm.prefix_states)
             cmd += ["--state_cache_mb", str(settings.local_state_cache_mb)]
+        if settings.local_draft_tokens > 0:  # prompt lookup needs every position's logits
+            cmd += ["--draft_model", "prompt-lookup-decoding"]
+            cmd += ["--draft_model_num_pred_tokens", str(settings.local_draft_tokens)]
+        else:  # the stock server computes logits for every prompt token by default
+            cmd += ["--logits_all", "false"]
+        if settings.local_disk_states_mb > 0:  # system messages' states for the next process (prefix_states)
+            cmd += ["--disk_states", str(disk_states_folder(model_path, settings, self.repack.on))]
+            cmd += ["--disk_states_mb", str(settings.local_disk_states_mb)]
         if not self.repack.on:
             cmd += ["--no_repack"]
         self._log = self.log_path.open("wb")

@@ -77,11 +77,11 @@ def embed(texts: list[str], batch_size: int = 8, backend: Backend | None = None)
     """Unit-normalised float32 embeddings, one row per text (cosine similarity = dot product).
 
     Small batches are the default: a batch's activations stay in cache and length-sorted rows pad less
-    (docs/speed.md)."""
+    (notes/2026-11-prompt-layouts.md)."""
     if not texts:
         return np.zeros((0, EMBEDDING_DIM), dtype=np.float32)
     # A few queries run on one thread: with another process (the LLM server) keeping the cores busy, OpenMP workers
-    # would spin-wait for each other (docs/speed.md). Batches (ingest) use every core.
+    # would spin-wait for each other (notes/2026-11-prompt-layouts.md). Batches (ingest) use every core.
     threads = 1 if len(texts) <= 8 else os.cpu_count() or 1
     with _encode_lock:  # one forward pass at a time; threads share the model
         if (backend or get_settings().embeddings) == "onnx" and (onnx := load_onnx_encoder()) is not None:

@@ -385,7 +385,7 @@ def bench(
     methods: str = typer.Option(
         "closed_book,rag,diva,toc,verdict,sunar",
         "--methods",
-        help="comma-separated methods for the orchestration figure",
+        help="comma-separated methods for the orchestration figure; latency suite: methods or variants LABEL=METHOD",
     ),
     questions: int = typer.Option(3, "--questions", min=1, help="questions per method for the orchestration figure"),
     out: Path | None = typer.Option(None, "--out", help="also write the figures as JSON here"),
@@ -399,15 +399,21 @@ def bench(
         0, "--nar-offset", min=0, help="skip this many questions first (to split a long ASU run)"
     ),
     settings: list[str] = typer.Option(
-        [], "--set", help="sunar.FIELD=VALUE, SUNAR's option for the NAR figures; repeatable (e.g. sunar.samples=5)"
+        [],
+        "--set",
+        help="sunar.FIELD=VALUE, SUNAR's option for the NAR figures; latency suite: LABEL.FIELD=VALUE, a variant's "
+        "option; repeatable (e.g. sunar.samples=5, fixed.demo_selection=fixed)",
     ),
     suite: str = typer.Option(
         "all",
         "--suite",
         help="all (the figures above) | retrieval (every first stage × re-ranker, MRecall@5, p50) | ingest (onnx vs "
-        "torch embeddings: passages/s, MRecall@5) | scale (each store at --sizes passages: ingest, index, latency, "
-        "recall, memory)",
+        "torch embeddings: passages/s, MRecall@5) | latency (--methods, or variants LABEL=METHOD, on --limit "
+        "questions after --offset: seconds to the first answer token and to the whole answer, tokens, quality, each "
+        "against the method's floor) | scale (each store at --sizes passages: ingest, index, latency, recall, memory)",
     ),
+    offset: int = typer.Option(0, "--offset", min=0, help="latency suite: skip the dataset's first N questions"),
+    llm: str = typer.Option("local", "--llm", help="latency suite: local (floors need its rates) | openai | fake"),
     sizes: str = typer.Option("100000,1000000", "--sizes", help="scale suite: corpus sizes"),
     remeasure: bool = typer.Option(
         False, "--remeasure", help="scale suite: latency, memory and recall again over the stores already loaded"
@@ -423,7 +429,11 @@ def bench(
         help="scale suite: the real passages the distractors are made from",
     ),
     limit: int | None = typer.Option(
-        None, "--limit", min=1, help="retrieval suite: first N questions; ingest suite: first N passages (default all)"
+        None,
+        "--limit",
+        min=1,
+        help="retrieval suite: first N questions; ingest suite: first N passages (default all); latency suite: N "
+        "questions (default 30)",
     ),
     depth: int | None = typer.Option(None, "--depth", min=1, help="retrieval suite: passages each re-ranker scores"),
     first_stages: str = typer.Option("dense,bm25,hybrid", "--first-stages", help="retrieval suite: first stages"),
@@ -445,6 +455,7 @@ def bench(
     skips what is measured."""
     from agent.errors import AgentError
     from agent.eval.bench import format_bench, run_bench
+    from agent.eval.harness import parse_setting
 
     try:
         if suite == "scale":
@@ -454,8 +465,10 @@ def bench(
                 corpus, dataset, collection, _comma_list(methods), questions,
                 log=log, nar_questions=nar_questions, asu_llm=asu_llm,
                 nar_offset=nar_offset, nar_record=out.with_suffix(".nar.jsonl") if out else None, suite=suite,
-                nar_options=_sunar_settings(settings),
-                limit=limit, depth=depth, fusion=fusion, record=out.with_suffix(".retrieval.jsonl") if out else None,
+                nar_options=_sunar_settings(settings) if suite != "latency" else None,
+                settings=[parse_setting(text) for text in settings] if suite == "latency" else (),
+                offset=offset, llm=llm,
+                limit=limit, depth=depth, fusion=fusion, record=out.with_suffix(f".{suite}.jsonl") if out else None,
                 first_stages=tuple(_comma_list(first_stages)), rerankers=tuple(_comma_list(rerankers)),
                 vectors=out.with_suffix(".vectors") if out else None,
             )  # fmt: skip
