@@ -143,6 +143,13 @@ class RunContext(BaseModel):
         )
 
 
+class TopK(BaseModel):
+    """``top_k`` for the methods that read the question's passages as retrieved; DIVA, ToC and VerDICt declare their
+    own (passages per interpretation, per expansion, and the universe U), with their papers' defaults."""
+
+    top_k: int = Field(default=5, ge=1, le=50, description="passages retrieved for the question (DIVA A.3: 5)")
+
+
 def make_context(
     schema: type[C],
     values: Mapping[str, Any] | BaseModel | None = None,

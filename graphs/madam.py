@@ -20,7 +20,7 @@ from langgraph.runtime import Runtime
 from pydantic import BaseModel, Field
 
 from agent.chat import REPLY, add_chat_io
-from agent.context import RunContext, context_of
+from agent.context import RunContext, TopK, context_of
 from agent.llm.calls import Reply, aask, gather_concurrently
 from agent.llm.parsing import parse_agent_reply, parse_aggregation
 from agent.nodes import llm_node
@@ -31,11 +31,10 @@ from agent.text import normalize_answer, passage_text
 UNKNOWN = "unknown"
 
 
-class MadamContext(RunContext):
+class MadamContext(TopK, RunContext):
     temperature: float = Field(default=0.0, ge=0, le=2, description="sampling temperature (official code: greedy)")
     max_tokens: int = Field(default=128, ge=16, le=4096, description="max tokens per reply (official code: 128)")
     rounds: int = Field(default=3, ge=1, le=10, description="most debate rounds (official code: 3)")
-    top_k: int = Field(default=5, ge=1, le=50, description="documents retrieved when none are given (DIVA A.3: 5)")
 
 
 class AgentTurn(BaseModel):

@@ -15,7 +15,7 @@ from pydantic import Field
 
 from agent.answer_step import AnswerOptions, AnswerStepState, ReviewedOutput, add_answer_step, drafted
 from agent.chat import REPLY, add_chat_io
-from agent.context import context_of
+from agent.context import TopK, context_of
 from agent.llm.calls import aask
 from agent.llm.parsing import parse_final_answer
 from agent.nodes import llm_node
@@ -25,8 +25,7 @@ from agent.steps.rac import draft, extract, grounds
 from agent.text import render_passages
 
 
-class RagContext(AnswerOptions):
-    top_k: int = Field(default=5, ge=1, le=50, description="passages retrieved for the question (DIVA A.3: 5)")
+class RagContext(TopK, AnswerOptions):
     structured: bool = Field(
         default=False, description="I_e as JSON under a grammar, else the papers' DQ/DA text (ours: docs/answers.md)"
     )

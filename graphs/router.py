@@ -21,7 +21,7 @@ from langgraph.types import Send, interrupt
 from pydantic import Field
 
 from agent.chat import REPLY, add_chat_io
-from agent.context import RunContext, context_of, make_context
+from agent.context import RunContext, TopK, context_of, make_context
 from agent.llm.usage import merge_usage
 from agent.nodes import llm_node
 from agent.schemas import AmbiguityType, Disambiguation, Passage, UsageReport
@@ -41,12 +41,11 @@ METHOD_GRAPHS = {
 CONTRACT = ("answer", "disambiguations", "passages", "retrieved", "usage")
 
 
-class RouterContext(RunContext):
+class RouterContext(TopK, RunContext):
     ambiguous_method: Method = Field(default="diva", description="the method that answers ambiguous questions")
     clarify: bool = Field(
         default=False, description="ask a person which interpretations to answer (needs a checkpointer)"
     )
-    top_k: int = Field(default=5, ge=1, le=50, description="passages per question for the rag route")
     max_interpretations: int = Field(
         default=8, ge=1, le=20, description="cap on the interpretations offered in clarify mode"
     )

@@ -66,8 +66,9 @@ def collection(home, corpus_file) -> str:
 
 @pytest.fixture(scope="session")
 def served_home(tmp_path_factory, corpus_file) -> Path:
-    """A store that only server subprocesses open, holding the ``tiny`` collection; the tests' own process never opens
-    it (Chroma's embedded store is single-process: the servers share it through their loopback Chroma server)."""
+    """The store of the tests' subprocesses (servers, the CLI), holding the ``tiny`` collection; the tests' own process
+    never opens it (Chroma's embedded store is single-process: the servers share it through their loopback Chroma
+    server). A subprocess is never given ``home``, the store this process has open."""
     path = tmp_path_factory.mktemp("served-home")
     env = {**os.environ, "AMBIGQA_HOME": str(path), "PYTHONPATH": os.getcwd()}
     command = [sys.executable, "-m", "agent", "ingest", str(corpus_file), "-c", "tiny"]

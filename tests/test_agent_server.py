@@ -13,10 +13,10 @@ QUESTION = "When did the Harry Potter film come out?"
 
 
 @pytest.fixture(scope="module")
-def server(home, collection):
+def server(served_home):
     env = {
-        "AMBIGQA_HOME": str(home), "AMBIGQA_LLM": "fake", "AMBIGQA_COLLECTION": collection,
-        "AMBIGQA_API_KEY": KEY, "AMBIGQA_SERVED_COLLECTIONS": f"{collection},never-ingested",
+        "AMBIGQA_HOME": str(served_home), "AMBIGQA_LLM": "fake", "AMBIGQA_COLLECTION": "tiny",
+        "AMBIGQA_API_KEY": KEY, "AMBIGQA_SERVED_COLLECTIONS": "tiny,never-ingested",
     }  # fmt: skip
     with langgraph_dev(env) as base:
         yield base
@@ -56,7 +56,7 @@ def test_an_oversized_body_is_refused(server):
     assert r.status_code == 413, r.text
 
 
-def test_a_run_with_the_key_answers_and_passages_come_whole(server, collection):
+def test_a_run_with_the_key_answers_and_passages_come_whole(server):
     r = post(server, "/runs/wait", {"assistant_id": "rag", "input": {"question": QUESTION}})
     assert r.status_code == 200, r.text
     output = r.json()

@@ -73,7 +73,7 @@ def test_unknown_threads_and_picks_out_of_range_are_one_line_errors(home, collec
 
 
 def test_on_postgres_a_thread_started_here_resumes_in_another_process_with_its_own_options(
-    home, corpus_file, postgres_url, database
+    home, corpus_file, postgres_url, database, tmp_path
 ):
     import agent
 
@@ -85,7 +85,7 @@ def test_on_postgres_a_thread_started_here_resumes_in_another_process_with_its_o
         rows = conn.execute("SELECT count(*) FROM checkpoints WHERE thread_id = %s", (waiting.thread_id,)).fetchone()
     assert rows[0] > 0
     # the other process is told neither the LLM nor the collection: both come with the thread
-    env = {**os.environ, "PYTHONPATH": os.getcwd(), "AMBIGQA_DATABASE_URL": postgres_url,
+    env = {**os.environ, "PYTHONPATH": os.getcwd(), "AMBIGQA_DATABASE_URL": postgres_url, "AMBIGQA_HOME": str(tmp_path),
            "AMBIGQA_LLM": "no-such-llm", "AMBIGQA_COLLECTION": "no-such-collection"}  # fmt: skip
     proc = subprocess.run(
         [sys.executable, "-c", RESUME, waiting.thread_id], env=env, capture_output=True, text=True, timeout=300

@@ -9,6 +9,17 @@ import sys
 import pytest
 
 
+@pytest.fixture
+def home(served_home):
+    """The CLI runs as a subprocess: it gets the subprocesses' store, never the one this process has open."""
+    return served_home
+
+
+@pytest.fixture
+def collection(served_home):
+    return "tiny"
+
+
 def cli(*args: str, home) -> subprocess.CompletedProcess:
     env = {**os.environ, "AMBIGQA_HOME": str(home), "PYTHONPATH": os.getcwd()}
     return subprocess.run([sys.executable, "-m", "agent", *args], capture_output=True, text=True, env=env, timeout=300)

@@ -25,7 +25,8 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-def test_doctor_checks_the_llm_the_embeddings_and_the_store_in_order(home, collection):
+def test_doctor_checks_the_llm_the_embeddings_and_the_store_in_order(served_home):
+    home, collection = served_home, "tiny"  # the subprocesses' store, not the one this process has open
     proc = doctor("--llm", "fake", "--json", home=home)
     assert proc.returncode == 0, proc.stderr
     report = json.loads(proc.stdout)
@@ -43,7 +44,8 @@ def test_doctor_checks_the_llm_the_embeddings_and_the_store_in_order(home, colle
     assert "passages/s" in shown.stderr and f"{collection} (6)" in shown.stderr
 
 
-def test_doctor_stops_at_the_first_failure_with_one_line_and_exit_code_1(home):
+def test_doctor_stops_at_the_first_failure_with_one_line_and_exit_code_1(tmp_path):
+    home = tmp_path
     down = f"http://127.0.0.1:{_free_port()}"
     proc = doctor("--llm", "fake", home=home, AMBIGQA_CHROMA_URL=down)
     assert proc.returncode == 1 and "Traceback" not in proc.stderr

@@ -1,5 +1,7 @@
 """The real embedded model (slow, minutes): selected by `make test`, skipped by `make test-fast`."""
 
+from pathlib import Path
+
 import pytest
 
 import agent
@@ -62,16 +64,22 @@ def test_a_new_server_starts_with_a_shared_system_message_evaluated(home):
     from agent.llm.usage import call_usage
     from agent.settings import get_settings
 
-    rules = " ".join(f"Rule {n}: answer with one word, the name of the capital city asked for." for n in range(1, 25))
+    # a system message no other test sends (the home, and its states, last the whole session)
+    rules = " ".join(
+        f"Law {n}: reply with a single word, the river that flows through the city named." for n in range(1, 25)
+    )
 
     def ask(question: str):
         model = get_chat_model("local").bind(max_tokens=4, temperature=0.0)
         return call_usage(model.invoke([SystemMessage(rules), HumanMessage(question)]), 0.0)
 
-    first = ask("What is the capital of France?")
-    ask("What is the capital of Spain?")  # the same system message, other content: it goes to disk
-    states = list((home / "llm-states").glob("*/*.npz"))
-    assert len(states) == 1, states
+    def states() -> set:
+        return set((home / "llm-states").glob("*/*.npz"))
+
+    before = states()
+    first = ask("Which river flows through Paris?")
+    ask("Which river flows through Vienna?")  # the same system message, other content: it goes to disk
+    assert len(states() - before) == 1, (before, states())
     servers.local_server(get_settings()).stop()
     warm = ask("What is the capital of Italy?")  # a new process
     assert warm.cached_tokens >= first.input_tokens - 20, (first, warm)
@@ -81,17 +89,19 @@ def test_the_latency_suite_reports_a_method_against_its_floor_on_the_embedded_mo
     from agent.eval.bench_latency import latency_suite, variants
     from agent.eval.datasets import Example
 
+    # a question no other test asks: its passages are new to the server, so they are prefilled at least once
     example = Example(
-        id="beric",
-        question="Who plays lord beric in game of thrones?",
-        qa_pairs=[{"question": "Who plays Beric Dondarrion in the HBO series?", "short_answers": ["Richard Dormer"]}],
-        long_answers=["Richard Dormer plays Beric Dondarrion in the HBO series Game of Thrones."],
+        id="hudson",
+        question="Who did doc hudson's voice in cars?",
+        qa_pairs=[{"question": "Who voiced Doc Hudson in the 2006 film Cars?", "short_answers": ["Paul Newman"]}],
+        long_answers=["Paul Newman voiced Doc Hudson in the 2006 film Cars."],
     )
     results = latency_suite([example], variants(["rag"], []), "demo", llm="local", log=lambda _: None)
     rates, means = results["rates"], results["summary"]["rag"]["means"]
     assert rates["prefill_tok_s"] > 0 and rates["generate_tok_s"] > 0
-    assert 0 < means["first_token_s"] < means["seconds"] and means["prefilled_tokens"] > means["own_tokens"] > 0
-    assert 0 < means["floor_s"] < means["seconds"] and means["floor_multiple"] > 1  # the casebook is extra prefill
+    assert 0 < means["first_token_s"] < means["seconds"]
+    assert means["prompt_tokens"] > means["own_tokens"] > 0 and means["prefilled_tokens"] > 0
+    assert 0 < means["floor_s"] < means["seconds"] and means["floor_multiple"] > 1  # new passages must be prefilled
 
 
 def test_doctor_measures_the_embedded_server_and_reports_what_llama_cpp_chose(home):
@@ -108,10 +118,22 @@ def test_doctor_measures_the_embedded_server_and_reports_what_llama_cpp_chose(ho
     assert ("CPU_REPACK" in run["buffers_mib"] or "AMX" in run["buffers_mib"]) == run["repacking"], run
 
 
+def _request_waiting(port: int) -> bool:
+    """Whether a connection to ``port`` on this machine holds bytes its server has not read yet."""
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        for row in Path(table).read_text().splitlines()[1:]:
+            local, state, queues = row.split()[1], row.split()[3], row.split()[4]
+            if int(local.rsplit(":", 1)[1], 16) == port and state == "01" and int(queues.split(":")[1], 16) > 0:
+                return True  # ESTABLISHED, with a receive queue
+    return False
+
+
 def test_a_server_that_dies_mid_call_is_a_crash_and_the_next_call_starts_a_fresh_one(home, monkeypatch):
+    import concurrent.futures
     import os
     import signal
-    import threading
+    import time
+    from urllib.parse import urlsplit
 
     from agent.doctor import server_facts
     from agent.errors import LLMCrashError
@@ -124,13 +146,24 @@ def test_a_server_that_dies_mid_call_is_a_crash_and_the_next_call_starts_a_fresh
     settings = get_settings()
     first = servers.local_server(settings)
     options = LLMOptions(llm="local", temperature=0.0, max_tokens=200)
-    killer = threading.Timer(3.0, os.kill, (first.process.pid, signal.SIGSEGV))  # mid-prefill or mid-generation
-    killer.start()
+    pid, port = first.process.pid, urlsplit(first.url).port
+    os.kill(pid, signal.SIGSTOP)  # the server holds still until the request is in its socket, whatever the CPU's speed
     try:
-        with pytest.raises(LLMCrashError) as crash:
-            ask("closed_book", options, parse=parse_long_answer, question="Who wrote the novel Dracula and when?")
+        with concurrent.futures.ThreadPoolExecutor(1) as pool:
+            call = pool.submit(
+                ask, "closed_book", options, parse=parse_long_answer, question="Who wrote the novel Dracula and when?"
+            )
+            deadline = time.monotonic() + 60
+            while not _request_waiting(port):
+                assert not call.done() and time.monotonic() < deadline, "the request never reached the server"
+                time.sleep(0.01)
+            os.kill(pid, signal.SIGSEGV)  # delivered when the server runs again: it dies mid-call
+            os.kill(pid, signal.SIGCONT)
+            with pytest.raises(LLMCrashError) as crash:
+                call.result(timeout=120)
     finally:
-        killer.cancel()
+        if first.alive():
+            os.kill(pid, signal.SIGCONT)  # never leave a stopped server behind
     message = str(crash.value)
     assert "died by SIGSEGV during the call" in message and str(first.log_path) in message, message
     assert "Fatal Python error: Segmentation fault" in message  # faulthandler's line from the server's log

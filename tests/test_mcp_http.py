@@ -60,8 +60,8 @@ def session(url, headers, calls):
 
 
 @pytest.fixture(scope="module")
-def keyed(home, collection):
-    proc, url = serve_mcp(home, "--llm", "fake", "-c", collection, "--api-key", KEY)
+def keyed(served_home):
+    proc, url = serve_mcp(served_home, "--llm", "fake", "-c", "tiny", "--api-key", KEY)
     yield url
     proc.terminate()
     proc.wait(timeout=30)
@@ -116,7 +116,8 @@ def slow_endpoint():
     server.shutdown()
 
 
-def test_mcp_over_http_runs_at_most_max_concurrent_graphs_and_refuses_the_rest(home, collection, slow_endpoint):
+def test_mcp_over_http_runs_at_most_max_concurrent_graphs_and_refuses_the_rest(served_home, slow_endpoint):
+    home, collection = served_home, "tiny"
     url, state = slow_endpoint
     env = {"AMBIGQA_OPENAI_BASE_URL": url, "AMBIGQA_OPENAI_API_KEY": "x", "AMBIGQA_LLM_TIMEOUT": "30"}
     args = ("--llm", "openai", "-c", collection, "--max-concurrent", "2", "--queue-timeout", "0.5", "--api-key", KEY)

@@ -120,7 +120,8 @@ def _bench(*args: str, home) -> subprocess.CompletedProcess:
     return subprocess.run(command, capture_output=True, text=True, env=env, timeout=300)
 
 
-def test_bench_ingest_suite_writes_both_rates(home, tmp_path, onnx_ready):
+def test_bench_ingest_suite_writes_both_rates(tmp_path, onnx_ready):
+    home = tmp_path / "home"  # its own store: this process has the session's open
     folder = tmp_path / "asqa"
     folder.mkdir()
     (folder / "corpus.jsonl").write_text("".join(json.dumps(p) + "\n" for p in PASSAGES))

@@ -143,24 +143,32 @@ def test_pages_want_the_key(exposed, path):
 def test_every_run_route_takes_a_slot(served_home):
     """With the one slot held by a slow run, each other run route is a 503 after the queue timeout."""
     proc, base = _start(
-        served_home, "tiny", "--max-concurrent", "1", "--queue-timeout", "0.3", env_extra={"AMBIGQA_FAKE_LATENCY": "8"}
-    )
+        served_home, "tiny", "--max-concurrent", "1", "--queue-timeout", "0.3", "--api-key", "sesame",
+        env_extra={"AMBIGQA_FAKE_LATENCY": "8"},
+    )  # fmt: skip
     try:
         with concurrent.futures.ThreadPoolExecutor(1) as pool:
-            held = pool.submit(
-                httpx.post, f"{base}/closed_book/invoke", json={"input": {"question": QUESTION}}, timeout=60
-            )
-            time.sleep(1.0)  # the held run is in its slot (its LLM call sleeps 8 s)
+            held_body = {"input": {"question": QUESTION}}
+            held = pool.submit(httpx.post, f"{base}/closed_book/invoke", json=held_body, headers=KEY, timeout=60)
+            _wait_for_busy_slots(base, 1)  # the held run is in its slot (its LLM call sleeps 8 s)
             served = {path: {**body, "config": {}} if "config" in body else body for path, body in RUN_BODIES.items()}
             served["/clarify"], served["/passages"] = {"question": QUESTION}, {"ids": ["x"]}
             codes = {
-                path: httpx.post(f"{base}{path}", json=body, timeout=30).status_code for path, body in served.items()
+                path: httpx.post(f"{base}{path}", json=body, headers=KEY, timeout=30).status_code
+                for path, body in served.items()
             }
             assert held.result().status_code == 200
         assert set(codes.values()) == {503}, codes
     finally:
         proc.terminate()
         proc.wait(timeout=10)
+
+
+def _wait_for_busy_slots(base: str, busy: int, timeout: float = 30) -> None:
+    deadline = time.monotonic() + timeout
+    while (slots := httpx.get(f"{base}/health", headers=KEY, timeout=10).json()["slots"])["busy"] != busy:
+        assert time.monotonic() < deadline, slots
+        time.sleep(0.05)
 
 
 @pytest.mark.parametrize(
@@ -248,8 +256,8 @@ def test_foreign_hosts_and_origins_are_refused_unless_allowed(served_home):
         proc.wait(timeout=10)
 
 
-def test_a_host_beyond_loopback_wants_a_key_or_insecure(home):
-    env = {**os.environ, "AMBIGQA_HOME": str(home), "PYTHONPATH": os.getcwd()}
+def test_a_host_beyond_loopback_wants_a_key_or_insecure(served_home):
+    env = {**os.environ, "AMBIGQA_HOME": str(served_home), "PYTHONPATH": os.getcwd()}
     env.pop("AMBIGQA_API_KEY", None)
     command = [
         sys.executable,
@@ -298,9 +306,9 @@ def test_clients_that_trickle_headers_are_cut_off(served_home):
         proc.wait(timeout=10)
 
 
-def test_health_reports_the_store_and_threads_and_is_503_when_the_database_is_down(home):
+def test_health_reports_the_store_and_threads_and_is_503_when_the_database_is_down(served_home):
     port, down = _free_port(), _free_port()
-    env = {**os.environ, "AMBIGQA_HOME": str(home), "PYTHONPATH": os.getcwd()}
+    env = {**os.environ, "AMBIGQA_HOME": str(served_home), "PYTHONPATH": os.getcwd()}
     env["AMBIGQA_DATABASE_URL"] = f"postgresql://ambigqa:SECRET@127.0.0.1:{down}/db"
     command = [sys.executable, "-m", "agent", "serve", "--port", str(port), "--llm", "fake", "--api-key", "sesame"]
     proc = subprocess.Popen(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
@@ -353,8 +361,8 @@ def test_a_zero_queue_timeout_takes_free_slots_and_refuses_only_when_none_is_fre
     ["postgresq://postgres:SECRET@127.0.0.1:5433/postgres", "postgresql://postgres:SECRET@[bad",
      "postgresql://postgres:SECRET@host/db?sslmode=bogus x"],
 )  # fmt: skip
-def test_serve_with_a_malformed_database_url_says_so_in_one_line_without_its_password(home, url):
-    env = {**os.environ, "AMBIGQA_HOME": str(home), "PYTHONPATH": os.getcwd(), "AMBIGQA_DATABASE_URL": url}
+def test_serve_with_a_malformed_database_url_says_so_in_one_line_without_its_password(served_home, url):
+    env = {**os.environ, "AMBIGQA_HOME": str(served_home), "PYTHONPATH": os.getcwd(), "AMBIGQA_DATABASE_URL": url}
     command = [sys.executable, "-m", "agent", "serve", "--port", str(_free_port()), "--llm", "fake"]
     done = subprocess.run(command, capture_output=True, text=True, timeout=120, env=env)
     assert done.returncode != 0 and "SECRET" not in done.stdout + done.stderr

@@ -22,8 +22,8 @@ def test_langgraph_json_lists_every_method():
 
 
 @pytest.fixture(scope="module")
-def studio(home, collection):
-    env = {"AMBIGQA_HOME": str(home), "AMBIGQA_LLM": "fake", "AMBIGQA_COLLECTION": collection, "AMBIGQA_API_KEY": ""}
+def studio(served_home):
+    env = {"AMBIGQA_HOME": str(served_home), "AMBIGQA_LLM": "fake", "AMBIGQA_COLLECTION": "tiny", "AMBIGQA_API_KEY": ""}
     with langgraph_dev(env) as base:
         yield base
 

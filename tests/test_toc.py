@@ -37,12 +37,17 @@ PASSAGES = [
 
 
 @pytest.fixture(scope="module")
-def hockey(home, tmp_path_factory) -> str:
-    from agent.retrieval.ingest import ingest
-
+def hockey_corpus(tmp_path_factory) -> Path:
     path = tmp_path_factory.mktemp("toc") / "hockey.jsonl"
     path.write_text("".join(json.dumps({"id": i, "title": t, "text": x}) + "\n" for i, t, x in PASSAGES))
-    ingest(path, "toc-hockey", progress=False)
+    return path
+
+
+@pytest.fixture(scope="module")
+def hockey(home, hockey_corpus) -> str:
+    from agent.retrieval.ingest import ingest
+
+    ingest(hockey_corpus, "toc-hockey", progress=False)
     return "toc-hockey"
 
 
@@ -309,10 +314,12 @@ def test_toc_is_registered_and_exports_the_shared_contract_and_its_tree():
     }
 
 
-def test_ask_method_toc_prints_the_tree(home, hockey):
-    env = {**os.environ, "AMBIGQA_HOME": str(home), "PYTHONPATH": os.getcwd(), "COLUMNS": "200"}
+def test_ask_method_toc_prints_the_tree(served_home, hockey_corpus):
+    env = {**os.environ, "AMBIGQA_HOME": str(served_home), "PYTHONPATH": os.getcwd(), "COLUMNS": "200"}
+    ingest = [sys.executable, "-m", "agent", "ingest", str(hockey_corpus), "-c", "toc-hockey"]
+    subprocess.run(ingest, env=env, check=True, capture_output=True, timeout=300)  # the subprocesses' own store
     proc = subprocess.run(
-        [sys.executable, "-m", "agent", "ask", AQ, "--method", "toc", "--llm", "fake", "-c", hockey, "--quiet"],
+        [sys.executable, "-m", "agent", "ask", AQ, "--method", "toc", "--llm", "fake", "-c", "toc-hockey", "--quiet"],
         capture_output=True, text=True, env=env, timeout=300,
     )  # fmt: skip
     assert proc.returncode == 0, proc.stderr

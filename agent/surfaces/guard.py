@@ -331,7 +331,8 @@ class Guard:
         authorized = self._authorized(headers)
         if kind is Kind.HEALTH:
             ok, details = await self.health()
-            body = details if authorized and self.policy.api_key else {"status": details["status"]}
+            slots = {"busy": self.slots.size - self.slots.free, "size": self.slots.size}
+            body = {**details, "slots": slots} if authorized and self.policy.api_key else {"status": details["status"]}
             return await reply(send, 200 if ok else 503, body)
         if kind is Kind.LOGIN:
             return await self._login(scope, receive, send, headers)
