@@ -25,9 +25,10 @@ demo: setup  ## check the model, LLM, embeddings and store first (stops with one
 	$(PY) -m agent doctor
 	$(PY) -m agent ask "$(DEMO_QUESTION)"
 
-lint: setup
+lint: setup  ## ruff, then mypy over agent/ and graphs/ (settings: [tool.mypy] in pyproject.toml)
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
+	$(VENV)/bin/mypy
 
 format: setup
 	$(VENV)/bin/ruff check --fix .

@@ -19,7 +19,7 @@ answer read), whatever marks the model wrote. No part of a sentence the model wr
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from typing import Any, Literal
 
 from langchain_core.messages import AIMessage, AnyMessage
@@ -121,7 +121,7 @@ def answer_text(reply: Reply[str]) -> str:
     return whole_sentences(reply.value) if reply.truncated else reply.value
 
 
-def drafted(reply: Reply[str], foreign: Sequence[str] = ()) -> dict[str, Any]:
+def drafted(reply: Reply[str], foreign: Collection[str] = ()) -> dict[str, Any]:
     """The update of the node that wrote the first draft: the draft, its conversation, and the figures of its worked
     examples that nothing it read holds (``agent.steps.checks.foreign_figures``)."""
     return {
@@ -195,7 +195,7 @@ def fallen_back(
     draft: Draft, pairs: list[Disambiguation], grounds: Grounds, complete: bool
 ) -> tuple[str, list[Fallback]]:
     """``draft``'s text with what it still fails met by the documented fallback (module docstring)."""
-    text, done = draft.text, []
+    text, done = draft.text, list[Fallback]()
     if {"narrates", "states_nothing", "borrows"} & set(draft.failed):
         kept = [s for s in sentences(text) if not _unusable(s, draft.failed, grounds)]
         if kept and not all(says_nothing(s) for s in kept):
@@ -258,7 +258,7 @@ def cited(text: str, pairs: Sequence[Disambiguation], passages: Sequence[Passage
     return "".join(out) + text[cursor:]
 
 
-def add_answer_step(builder: StateGraph, draft: str) -> None:
+def add_answer_step(builder: StateGraph[Any, Any, Any, Any], draft: str) -> None:
     """Wire the answer step after the method's ``draft`` node, ending the graph."""
     builder.add_node("check_answer", check_answer)
     builder.add_node("revise_answer", llm_node(revise_answer))

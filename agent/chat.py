@@ -67,11 +67,12 @@ def reply(state: dict[str, Any]) -> dict[str, Any]:
     return {"messages": [AIMessage(text, additional_kwargs={"ambigqa": details})]}
 
 
-def add_chat_io(builder: StateGraph, first: str) -> None:
+def add_chat_io(builder: StateGraph[Any, Any, Any, Any], first: str) -> None:
     """Start ``builder``'s graph with ``take_question`` before ``first``, and end it with ``reply`` (its last nodes
     lead to ``REPLY``)."""
-    builder.add_node("take_question", take_question)
-    builder.add_node(REPLY, reply)
+    # the two read any method's state as a plain dict: a schema here would become the node's input channels
+    builder.add_node("take_question", take_question)  # type: ignore[type-var]
+    builder.add_node(REPLY, reply)  # type: ignore[type-var]
     builder.add_edge(START, "take_question")
     builder.add_edge("take_question", first)
     builder.add_edge(REPLY, END)

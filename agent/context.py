@@ -179,7 +179,7 @@ def make_context(
         raise ConfigError(f"bad {owner} option: {field} {error['msg']}") from None
 
 
-def context_of(runtime: Runtime | None, schema: type[C]) -> C:
+def context_of(runtime: Runtime[Any] | None, schema: type[C]) -> C:
     """The run's context as ``schema``; the defaults when the caller passed none."""
     context = runtime.context if runtime is not None else None
     if isinstance(context, schema):

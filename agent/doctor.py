@@ -98,7 +98,7 @@ def model_file(settings: Settings) -> tuple[str, dict[str, Any]]:
     with path.open("rb") as f:
         for block in iter(lambda: f.read(1 << 22), b""):
             digest.update(block)
-    details = {"path": str(path), "bytes": path.stat().st_size, "sha256": digest.hexdigest()}
+    details: dict[str, Any] = {"path": str(path), "bytes": path.stat().st_size, "sha256": digest.hexdigest()}
     if details["sha256"] != expected.sha256:
         raise CheckFailed(
             f"{path} has sha256 {details['sha256'][:16]}…, expected {expected.sha256[:16]}…: delete it and run again "

@@ -23,10 +23,10 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from functools import lru_cache
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, cast
 
-from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
+from langgraph.checkpoint.sqlite import SqliteSaver
 from langgraph.types import StateSnapshot
 from pydantic import BaseModel, Field
 
@@ -34,6 +34,12 @@ from agent.errors import StoreError, ThreadBusyError, UnknownThreadError
 from agent.registry import checkpoint_types, method_module
 from agent.schemas import Disambiguation
 from agent.settings import get_settings
+
+if TYPE_CHECKING:
+    from langgraph.checkpoint.postgres import PostgresSaver
+    from psycopg import Connection
+    from psycopg.rows import DictRow
+    from psycopg_pool import ConnectionPool
 
 OPTIONS_KEY = "ambigqa_options"  # checkpoint metadata: the thread's run options as JSON (metadata keeps scalars only)
 WAIT_S = 5.0  # how long a request waits for a database connection before it is a StoreError
@@ -109,7 +115,8 @@ class Threads:
             )
         try:
             latest, asked = self._snapshots(thread_id)
-            options = asked.metadata[OPTIONS_KEY]
+            metadata: dict[str, Any] = dict(asked.metadata or {})  # LangGraph's TypedDict lacks the keys a run adds
+            options = metadata[OPTIONS_KEY]
             if asked is not latest:  # a failed resume ran past the choice: branch off where it was asked
                 self.graph.update_state({**asked.config, "metadata": {OPTIONS_KEY: options}}, None)
             thread = Thread(id=thread_id, options=json.loads(options))
@@ -120,12 +127,12 @@ class Threads:
     def ping(self) -> None:
         """``StoreError`` when the checkpointer's database cannot be used (for /health): one cheap read."""
         with self.reachable():
-            if self.postgres:
-                with self.saver.conn.connection(timeout=PING_S) as conn:
-                    conn.execute("SELECT 1")
-            else:
+            if isinstance(self.saver, SqliteSaver):
                 with self.saver.lock:
                     self.saver.conn.execute("SELECT count(*) FROM sqlite_master")
+            else:
+                with _pool(self.saver).connection(timeout=PING_S) as conn:
+                    conn.execute("SELECT 1")
 
     @contextmanager
     def reachable(self) -> Iterator[None]:
@@ -166,31 +173,31 @@ class Threads:
 
     def _execute(self, sql: str, params: tuple[Any, ...] = ()) -> int:
         """Run one statement on the checkpointer's database and commit it; the rows it changed."""
-        if self.postgres:
-            with self.saver.conn.connection() as conn:
-                return conn.execute(sql, params).rowcount
-        with self.saver.lock:
-            rows = self.saver.conn.execute(sql.replace("%s", "?"), params).rowcount
-            self.saver.conn.commit()
-            return rows
+        if isinstance(self.saver, SqliteSaver):
+            with self.saver.lock:
+                rows = self.saver.conn.execute(sql.replace("%s", "?"), params).rowcount
+                self.saver.conn.commit()
+                return rows
+        with _pool(self.saver).connection() as conn:
+            return conn.execute(sql, params).rowcount
 
     def _setup(self) -> None:
         """Create the checkpoint and claim tables once per process (PostgreSQL: one replica at a time)."""
         if self._ready:
             return
         with self._lock, self.reachable():
-            if self.postgres:
+            if isinstance(self.saver, SqliteSaver):
+                self._execute(CLAIMS_TABLE)  # SqliteSaver creates its own tables
+            else:
                 from langgraph.checkpoint.postgres import PostgresSaver
 
-                with self.saver.conn.connection() as conn:
+                with _pool(self.saver).connection() as conn:
                     conn.execute("SELECT pg_advisory_lock(%s)", (SETUP_LOCK,))
                     try:
                         PostgresSaver(conn).setup()
                         conn.execute(CLAIMS_TABLE)
                     finally:
                         conn.execute("SELECT pg_advisory_unlock(%s)", (SETUP_LOCK,))
-            else:
-                self._execute(CLAIMS_TABLE)  # SqliteSaver creates its own tables
             self._ready = True
 
 
@@ -225,20 +232,18 @@ def checkpoint_serde() -> JsonPlusSerializer:
     return JsonPlusSerializer(allowed_msgpack_modules=checkpoint_types())
 
 
-def sqlite_saver(path: str) -> BaseCheckpointSaver:
+def sqlite_saver(path: str) -> SqliteSaver:
     """A checkpointer over the SQLite file ``path``, shared by threads (its calls take the saver's lock)."""
-    from langgraph.checkpoint.sqlite import SqliteSaver
-
     return SqliteSaver(sqlite3.connect(path, check_same_thread=False), serde=checkpoint_serde())
 
 
-def _postgres_saver(url: str, serde: JsonPlusSerializer) -> BaseCheckpointSaver:
+def _postgres_saver(url: str, serde: JsonPlusSerializer) -> PostgresSaver:
     """A saver over a connection pool: connections are checked before use, and remade when the database returns."""
     from langgraph.checkpoint.postgres import PostgresSaver
     from psycopg.rows import dict_row
     from psycopg_pool import ConnectionPool
 
-    pool = ConnectionPool(
+    pool: ConnectionPool[Connection[DictRow]] = ConnectionPool(
         url, min_size=1, max_size=8, open=False, timeout=WAIT_S, check=ConnectionPool.check_connection,
         name="ambigqa-threads",
         kwargs={"autocommit": True, "prepare_threshold": 0, "row_factory": dict_row, "connect_timeout": CONNECT_S},
@@ -247,6 +252,11 @@ def _postgres_saver(url: str, serde: JsonPlusSerializer) -> BaseCheckpointSaver:
     atexit.register(pool.close)
     logging.getLogger("psycopg.pool").setLevel(logging.ERROR)  # its retry warnings repeat what the StoreError says
     return PostgresSaver(pool, serde=serde)
+
+
+def _pool(saver: PostgresSaver) -> ConnectionPool[Connection[DictRow]]:
+    """The connection pool ``_postgres_saver`` gave ``saver`` (its ``conn`` is typed as a pool or one connection)."""
+    return cast("ConnectionPool[Connection[DictRow]]", saver.conn)
 
 
 def _postgres_errors(postgres: bool) -> tuple[type[Exception], ...]:

@@ -180,7 +180,7 @@ def prune(state: DivaState, runtime: Runtime[DivaContext]) -> dict:
         relevance = (relevance - low) / np.where(high > low, high - low, 1.0)
     means = relevance.mean(axis=0)
     scored = [s.model_copy(update={"score": round(float(m), 6)}) for s, m in zip(scored, means)]  # Eq. 5
-    top = sorted(range(len(scored)), key=lambda i: -scored[i].score)[: ctx.top_k]  # Algorithm 1 line 8
+    top = sorted(range(len(scored)), key=lambda i: -(scored[i].score or 0.0))[: ctx.top_k]  # Algorithm 1 line 8
     kept = [scored[i].passage.model_copy(update={"score": scored[i].score}) for i in top]
     scored = [s.model_copy(update={"kept": i in top}) for i, s in enumerate(scored)]
     return {"scored": scored, "kept": kept, "retrieved": kept}  # the diversified passages, whichever route follows

@@ -13,7 +13,7 @@ retrieve → agents → (unchanged since the last round? finish) → aggregate �
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Any, Literal
 
 from langgraph.graph import StateGraph
 from langgraph.runtime import Runtime
@@ -79,14 +79,14 @@ async def agents(state: MadamState, runtime: Runtime[MadamContext]) -> dict:
     """One round: every agent answers from its document, after the previous round's replies when there is one."""
     ctx = context_of(runtime, MadamContext)
     options, rounds = ctx.llm_options(), state["rounds"]
-    shared = {"question": state["question"]}
+    shared: dict[str, Any] = {"question": state["question"]}
     if rounds:
         shared["replies"] = _replies(rounds[-1].turns)
 
     async def answer(numbered: tuple[int, Passage]) -> Reply[tuple[str, str]]:
         number, document = numbered
         prompt = "madam_debate" if rounds else "madam_agent"
-        extra = {"number": str(number)} if rounds else {}
+        extra: dict[str, Any] = {"number": str(number)} if rounds else {}
         return await aask(
             prompt, options, parse=parse_agent_reply, fallback=("", ""),
             document=passage_text(document), **shared, **extra,

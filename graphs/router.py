@@ -79,7 +79,7 @@ def delegate(method: Method) -> Any:
     subgraph = METHOD_GRAPHS[method]
 
     def inputs(state: RouterState) -> dict[str, Any]:
-        typing = {k: state[k] for k in ("ambiguity_types", "ambiguity_reason") if k in state}
+        typing: dict[str, Any] = {k: state[k] for k in ("ambiguity_types", "ambiguity_reason") if k in state}
         return {"question": state["question"], **typing}
 
     def context() -> Any:

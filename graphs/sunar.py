@@ -9,7 +9,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable
 from dataclasses import replace
-from typing import Literal
+from typing import Any, Literal
 
 from langgraph.graph import StateGraph
 from langgraph.runtime import Runtime
@@ -64,7 +64,7 @@ class SunarContext(RunContext):
     neighbours_k: int = Field(default=10, ge=1, le=100, description="neighbours per passage in the graph G")
     batch_size: int = Field(default=16, ge=1, le=128, description="NAR batch size b")
     budget: int = Field(default=100, ge=1, le=1000, description="NAR re-ranking budget c")
-    reranker: str = Field(
+    reranker: str = Field(  # type: ignore[assignment]  # any registered scorer's name, beyond the pipeline's three
         default=DEFAULT_RERANKER,
         description="NAR's scorer: cross-encoder | colbert (agent.retrieval.scorers.register_scorer adds more)",
     )
@@ -273,7 +273,7 @@ async def meta_reason(state: SunarState, runtime: Runtime[SunarContext]) -> dict
     ranked = await asyncio.to_thread(best_first)
     evidence = ranked[: ctx.evidence_k]
     prompt, options, parse = ctx.answering("sunar_meta_reason")
-    call = {"passages": render_passages(evidence, ctx.passage_words), "path": _self_ask_path(path)}
+    call: dict[str, Any] = {"passages": render_passages(evidence, ctx.passage_words), "path": _self_ask_path(path)}
 
     async def sample(i: int) -> tuple[str, str]:  # the first at the run's options; the others at asu_temperature
         seeded = options if i == 0 else _draw(replace(options, temperature=ctx.asu_temperature), i)

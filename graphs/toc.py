@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import asyncio
 import math
+from collections.abc import Sequence
 from typing import Annotated, Literal
 
 import numpy as np
@@ -215,7 +216,9 @@ def _expansion(state: ExpandState, children: list[Clarification]) -> Expansion:
     return Expansion(node_id=state["node"].id, passage_ids=[p.id for p in state["node_passages"]], children=children)
 
 
-def duplicate_flags(candidates: list[Disambiguation], known: list[Disambiguation], similarity: float) -> list[bool]:
+def duplicate_flags(
+    candidates: Sequence[Disambiguation], known: Sequence[Disambiguation], similarity: float
+) -> list[bool]:
     """Near-identical DQs: the same answer (one contains the other) and question embeddings at least this similar."""
     if not candidates:
         return []
@@ -238,7 +241,7 @@ def _same_answer(a: str, b: str) -> bool:
     return bool(a.strip() and b.strip()) and (a in b or b in a)
 
 
-def best_evidence(children: list[Disambiguation], pool: list[Passage], ctx: TocContext) -> list[Passage]:
+def best_evidence(children: Sequence[Disambiguation], pool: list[Passage], ctx: TocContext) -> list[Passage]:
     """App. A.3: the pool passage most similar to each DQ among those containing its answer (any, if none does)."""
     if not children:
         return []
@@ -254,7 +257,7 @@ def best_evidence(children: list[Disambiguation], pool: list[Passage], ctx: TocC
 
 def after_clarify(state: ExpandState, runtime: Runtime[TocContext]) -> Literal["prune", "__end__"]:
     ctx = context_of(runtime, TocContext)
-    return "prune" if (ctx.deduplicate or ctx.prune) and state["children"] else END
+    return "prune" if (ctx.deduplicate or ctx.prune) and state["children"] else "__end__"  # END
 
 
 expand_builder = StateGraph(ExpandState, input_schema=ExpandInput, context_schema=TocContext)

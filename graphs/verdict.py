@@ -9,7 +9,7 @@ grounds each interpretation it states: ``agent.answer_step``).
 from __future__ import annotations
 
 import re
-from typing import Literal
+from typing import Any, Literal
 
 from langgraph.graph import StateGraph
 from langgraph.runtime import Runtime
@@ -185,7 +185,11 @@ async def answer(state: VerdictState, runtime: Runtime[VerdictContext]) -> dict:
             "verdict_answer",
             {"passages": render_passages([passages[n - 1] for n in cited], numbers=cited)},
         )
-    call = {**evidence, "question": state["question"], "disambiguations": render_pairs(one_per_question(shown))}
+    call: dict[str, Any] = {
+        **evidence,
+        "question": state["question"],
+        "disambiguations": render_pairs(one_per_question(shown)),
+    }
     reply = await aask(prompt, ctx.llm_options(), parse=parse_answer, fallback="", **call)
     read = [*(p.full_text for p in passages), state["question"], render_pairs(pairs)]
     return drafted(reply, foreign_figures(demonstration(prompt), read))

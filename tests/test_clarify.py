@@ -148,6 +148,7 @@ def post(base: str, path: str, payload: dict, headers: dict | None = None) -> ht
     return httpx.post(f"{base}{path}", json=payload, headers=KEY if headers is None else headers, timeout=120)
 
 
+@pytest.mark.heavy  # serve processes
 def test_a_clarify_thread_started_on_one_replica_resumes_on_another(replicas, replica_homes):
     one, other = replicas
     started = post(one, "/clarify", {"question": QUESTION})
@@ -163,12 +164,14 @@ def test_a_clarify_thread_started_on_one_replica_resumes_on_another(replicas, re
     assert not any((home / "checkpoints.sqlite").exists() for home in replica_homes)
 
 
+@pytest.mark.heavy  # serve processes
 def test_an_unknown_thread_is_404_with_one_line(replicas):
     r = post(replicas[1], "/clarify/clarify-0000/resume", {"picks": [1]})
     assert r.status_code == 404 and r.json()["detail"].startswith("no clarify thread 'clarify-0000' to resume")
     assert "\n" not in r.json()["detail"]
 
 
+@pytest.mark.heavy  # serve processes
 @pytest.mark.parametrize(
     ("path", "payload", "status", "fragment"),
     [("/clarify", {"question": ""}, 422, "the question is empty"),
@@ -183,6 +186,7 @@ def test_clarify_requests_pass_the_guard_of_the_graph_routes(replicas, path, pay
     assert post(replicas[0], path, payload, headers={}).status_code == 401
 
 
+@pytest.mark.heavy  # serve processes
 def test_a_pick_out_of_range_over_http_is_422_and_the_thread_still_waits(replicas):
     waiting = post(replicas[0], "/clarify", {"question": QUESTION, "options": {"max_interpretations": 2}}).json()
     r = post(replicas[1], f"/clarify/{waiting['thread_id']}/resume", {"picks": [3]})
@@ -207,6 +211,7 @@ def _serve_on_a_database_that_is_down(home, collection: str, url: str) -> tuple[
     raise RuntimeError("server did not start")
 
 
+@pytest.mark.heavy  # serve processes
 def test_a_database_on_a_closed_port_is_503_naming_its_host_and_not_its_password(served_home):
     port = _free_port()  # nothing listens there
     url = f"postgresql://ambigqa:s3cret@127.0.0.1:{port}/threads"

@@ -17,6 +17,8 @@ import pytest
 
 from tests.test_server import _start
 
+pytestmark = pytest.mark.heavy  # serve replicas on SQLite and PostgreSQL
+
 QUESTION = "When did the Harry Potter film come out?"
 PICKS = [[1], [2], [1, 2], [2, 1], []]  # five callers, five different choices
 LATENCY = {"AMBIGQA_FAKE_LATENCY": "1"}  # the winning run's LLM calls take seconds: the others arrive during it

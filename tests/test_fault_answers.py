@@ -13,6 +13,8 @@ import pytest
 from agent.registry import METHODS
 from tests.test_server import QUESTION, _free_port, _start
 
+pytestmark = pytest.mark.heavy  # serve processes and CLI runs against endpoints that are down
+
 RETRIEVING = [m for m in METHODS if m != "closed_book"]
 GARBAGE = {"not": "a chat completion"}
 

@@ -16,6 +16,8 @@ from agent.registry import METHODS
 from tests.conftest import completion, start_chat_endpoint
 from tests.test_server import _free_port
 
+pytestmark = pytest.mark.heavy  # an MCP server process per case, databases that are down
+
 QUESTION = "When did the Harry Potter film come out?"
 GARBAGE = "%%%@@@ garbage ~~~"
 GRAPH_TOOLS = [*(f"ask_{m}" for m in METHODS), "clarify", "resume"]

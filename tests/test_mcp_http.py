@@ -15,6 +15,8 @@ import pytest
 from tests.conftest import completion, start_chat_endpoint
 from tests.test_server import _free_port
 
+pytestmark = pytest.mark.heavy  # MCP servers over HTTP
+
 QUESTION = "When did the Harry Potter film come out?"
 KEY = "ключ-🔑"
 INITIALIZE = {

@@ -111,3 +111,28 @@ def test_citation_marks_are_no_part_of_the_answer_scored():
                       gold_answers=["12"], wrong_answers=["3"])  # fmt: skip
     scores = score(ramdocs, cited)
     assert scores["em"] == scores["em_text"] == 1.0 and scores["misinfo_stated"] == 0.0
+
+
+def test_a_local_extractive_reader_returns_a_span_of_the_context(tmp_path):
+    """``--reader DIR`` with a (tiny, untrained) BERT QA model saved locally: whatever its weights, the answer is a
+    span of the context, short, found in long contexts too (windows), and empty for an empty context."""
+    import torch
+    from transformers import BertConfig, BertForQuestionAnswering, BertTokenizerFast
+
+    from agent.eval.metrics import hf_reader
+
+    context = "Hamlet is a tragedy written by William Shakespeare sometime between 1599 and 1601 in London."
+    words = sorted({w.strip(".?,").lower() for w in (context + " who wrote hamlet filler").split()})
+    (tmp_path / "vocab.txt").write_text("\n".join(["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", *words]) + "\n")
+    BertTokenizerFast(vocab_file=str(tmp_path / "vocab.txt")).save_pretrained(tmp_path)
+    torch.manual_seed(0)
+    config = BertConfig(vocab_size=len(words) + 5, hidden_size=32, num_hidden_layers=1, num_attention_heads=2,
+                        intermediate_size=37, max_position_embeddings=512)  # fmt: skip
+    BertForQuestionAnswering(config).save_pretrained(tmp_path)
+
+    read = hf_reader(str(tmp_path), max_answer_tokens=5)
+    answer = read("Who wrote Hamlet?", context)
+    assert answer and answer in context and len(answer.split()) <= 5
+    long = " ".join(["filler"] * 900 + [context])  # three windows
+    found = read("Who wrote Hamlet?", long)
+    assert found and found in long and read("Who wrote Hamlet?", " ") == ""

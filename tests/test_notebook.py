@@ -3,13 +3,17 @@
 from pathlib import Path
 
 import nbformat
+import pytest
 from nbclient import NotebookClient
+
+pytestmark = pytest.mark.heavy  # a Jupyter kernel process
 
 NOTEBOOK = Path(__file__).resolve().parents[1] / "notebooks" / "walkthrough.ipynb"
 
 
-def test_walkthrough_runs_every_method(home, collection, monkeypatch):
-    monkeypatch.setenv("AMBIGQA_COLLECTION", collection)
+def test_walkthrough_runs_every_method(served_home, monkeypatch):
+    monkeypatch.setenv("AMBIGQA_HOME", str(served_home))  # the kernel is a subprocess: never this process's store
+    monkeypatch.setenv("AMBIGQA_COLLECTION", "tiny")
     nb = nbformat.read(NOTEBOOK, as_version=4)
     NotebookClient(
         nb, timeout=300, kernel_name="python3", resources={"metadata": {"path": str(NOTEBOOK.parent)}}

@@ -11,6 +11,8 @@ import time
 import httpx
 import pytest
 
+pytestmark = pytest.mark.heavy  # a uvicorn server process for the module
+
 QUESTION = "When did the Harry Potter film come out?"
 
 

@@ -16,6 +16,8 @@ import pytest
 
 from tests.test_server import QUESTION, _free_port, _start
 
+pytestmark = pytest.mark.heavy  # serve processes
+
 KEY = {"X-API-Key": "sesame"}
 UNICODE_KEY = "ключ-🔑"
 

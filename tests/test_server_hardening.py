@@ -9,6 +9,8 @@ import pytest
 
 from tests.test_server import QUESTION, _start
 
+pytestmark = pytest.mark.heavy  # serve processes
+
 KEY = {"X-API-Key": "sesame"}
 
 

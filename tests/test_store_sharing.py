@@ -70,6 +70,8 @@ import asyncio
 from agent.context import make_context
 from agent.registry import load_graph
 
+pytestmark = pytest.mark.heavy  # a serve process beside ingest processes
+
 graph = load_graph("rag")
 
 async def main():

@@ -277,31 +277,48 @@ def test_a_database_that_goes_away_is_one_clear_error_and_serves_again_when_it_r
 
 
 def test_a_killed_ingest_resumes_where_it_stopped(postgres_url, home, tmp_path):
-    """SIGKILL an ingest mid-way (real subprocess, PostgreSQL store); a re-run stores only what is missing."""
+    """SIGKILL an ingest mid-batch (real subprocess, PostgreSQL store); a re-run stores only what is missing. A trigger
+    holds the ingest's row after the 16th on a lock this test owns, so the kill lands mid-batch on any CPU."""
+    import psycopg
+
+    from agent.retrieval.postgres_store import relation
+
     lines = (Path(__file__).resolve().parents[1] / "data" / "demo" / "corpus.jsonl").read_text().splitlines()
-    corpus = tmp_path / "demo.jsonl"
+    corpus, first = tmp_path / "demo.jsonl", tmp_path / "first.jsonl"
     corpus.write_text("\n".join(lines) + "\n")
+    first.write_text(lines[0] + "\n")
     unique = len({(json.loads(x)["title"], json.loads(x)["text"]) for x in lines})
-    env = {**os.environ, "AMBIGQA_DATABASE_URL": postgres_url, "PYTHONPATH": os.getcwd()}
+    env = {**os.environ, "AMBIGQA_DATABASE_URL": postgres_url, "AMBIGQA_HOME": str(tmp_path), "PYTHONPATH": os.getcwd()}
     command = [sys.executable, "-m", "agent", "ingest", str(corpus), "-c", "killed", "--batch-size", "8"]
-    proc = subprocess.Popen(command, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     os.environ["AMBIGQA_DATABASE_URL"] = postgres_url
     get_settings.cache_clear()
     try:
-        deadline = time.monotonic() + 240
-        stored = 0
-        while time.monotonic() < deadline and proc.poll() is None:
-            try:
-                stored = open_store("killed").count()
-            except CollectionError:
-                stored = 0
-            if stored >= 16:
-                break
-            time.sleep(0.2)
-        proc.send_signal(signal.SIGKILL)
-        proc.wait(timeout=30)
+        ingest(first, "killed", progress=False)  # the collection's table, for the trigger
+        table = relation("killed")
+        with psycopg.connect(postgres_url, autocommit=True) as held:
+            held.execute("SELECT pg_advisory_lock(4242)")
+            held.execute(
+                "CREATE FUNCTION hold_the_ingest() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN "
+                f"IF (SELECT count(*) FROM {table}) >= 16 THEN PERFORM pg_advisory_lock(4242); END IF; "
+                "RETURN NEW; END $$"
+            )  # a row trigger's query sees the rows its statement wrote before: the 17th row waits for the lock
+            held.execute(
+                f"CREATE TRIGGER hold BEFORE INSERT ON {table} FOR EACH ROW EXECUTE FUNCTION hold_the_ingest()"
+            )
+            proc = subprocess.Popen(command, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+            waiting = "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND wait_event = 'advisory'"
+            deadline = time.monotonic() + 240
+            while held.execute(waiting).fetchone()[0] == 0:
+                assert proc.poll() is None, proc.stderr.read()
+                assert time.monotonic() < deadline, "the ingest never reached its 17th row"
+                time.sleep(0.05)
+            proc.send_signal(signal.SIGKILL)  # in the middle of its third batch's write
+            proc.wait(timeout=30)
+            held.execute(f"DROP TRIGGER hold ON {table}")
+            held.execute("DROP FUNCTION hold_the_ingest()")
+            held.execute("SELECT pg_advisory_unlock(4242)")
         before = open_store("killed").count()
-        assert 0 < before < unique, "the ingest was not caught mid-way"
+        assert before == 16, before  # two whole batches (the first record was there); none of the third
         report = ingest(corpus, "killed", progress=False)
         assert report.added == unique - before and open_store("killed").count() == unique
     finally:

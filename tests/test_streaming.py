@@ -58,7 +58,8 @@ def test_a_failing_streamed_run_raises_the_error_instead_of_hanging(collection, 
         agent.run(QUESTION, method="rag", llm=name, collection=collection, on_token=lambda t, n: None)
 
 
-def test_ask_shows_the_answer_being_written_on_stderr_unless_no_stream(home):
+def test_ask_shows_the_answer_being_written_on_stderr_unless_no_stream(served_home):
+    home = served_home  # a subprocess: never the store this process has open
     streamed = cli("ask", QUESTION, "--llm", "fake", home=home)
     assert streamed.returncode == 0, streamed.stderr
     writing = [line for line in streamed.stderr.splitlines() if "✎" in line]

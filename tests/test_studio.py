@@ -28,6 +28,7 @@ def studio(served_home):
         yield base
 
 
+@pytest.mark.heavy  # langgraph dev
 @pytest.mark.parametrize("method", METHODS)
 def test_studio_server_runs_each_graph(studio, method):
     body = {"assistant_id": method, "input": {"question": "When did the Harry Potter film come out?"}}
@@ -41,6 +42,7 @@ def test_studio_server_runs_each_graph(studio, method):
         assert output["tree"] and output["stop_reason"]
 
 
+@pytest.mark.heavy  # langgraph dev
 def test_studio_assistants_carry_their_descriptions(studio):
     from agent.registry import describe
 

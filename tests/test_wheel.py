@@ -12,6 +12,8 @@ import pytest
 
 from tests.conftest import PASSAGES
 
+pytestmark = pytest.mark.heavy  # builds the wheel and a virtualenv
+
 ROOT = Path(__file__).resolve().parents[1]
 
 

@@ -9,7 +9,7 @@ import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 from tqdm import tqdm
@@ -18,10 +18,13 @@ from agent.errors import ConfigError
 from agent.eval.datasets import Example, load_examples
 from agent.eval.resume import save_batch, saved_batches
 
-BACKENDS = ("onnx", "torch")
+if TYPE_CHECKING:
+    from agent.retrieval.embeddings import Backend
+
+BACKENDS: tuple[Backend, ...] = ("onnx", "torch")
 
 
-def ingest_rate(corpus: Path, sample: int = 512) -> dict[str, float]:
+def ingest_rate(corpus: Path, sample: int = 512) -> dict[str, Any]:
     """Passages/s embedding and storing ``sample`` passages into a fresh store, and the unchanged re-run's time."""
     from agent.retrieval.ingest import ingest
     from agent.settings import Settings
@@ -113,7 +116,9 @@ def _seconds(done: dict[int, dict[str, np.ndarray]]) -> dict[str, float]:
     return dict(zip(BACKENDS, np.sum([b["seconds"] for b in done.values()], axis=0).tolist()))
 
 
-def _speed_and_agreement(passages: int, totals: dict[str, float], matrices: dict[str, np.ndarray]) -> dict[str, Any]:
+def _speed_and_agreement(
+    passages: int, totals: dict[str, float], matrices: dict[Backend, np.ndarray]
+) -> dict[str, Any]:
     """Passages/s of each backend, the speed-up and the cosine of each passage's two vectors."""
     agreement = np.sum(matrices["onnx"] * matrices["torch"], axis=1)
     return {
@@ -125,7 +130,7 @@ def _speed_and_agreement(passages: int, totals: dict[str, float], matrices: dict
     }
 
 
-def _dense_mrecall(examples: list[Example], texts: list[str], matrix: np.ndarray, backend: str) -> float:
+def _dense_mrecall(examples: list[Example], texts: list[str], matrix: np.ndarray, backend: Backend) -> float:
     """MRecall@5 of exact dense top-5 search over ``matrix`` with the questions embedded by ``backend``."""
     from agent.eval.metrics import mrecall_at_k
     from agent.retrieval.embeddings import embed

@@ -66,7 +66,8 @@ def load_examples(
     if not path.is_file():
         raise ConfigError(f"dataset {path} does not exist")
     wanted = set(ids or ())
-    examples, records, seen = [], 0, set()
+    examples: list[Example] = []
+    records, seen = 0, set[str]()
     with path.open(encoding="utf-8") as f:
         for number, line in enumerate(f, 1):
             if not line.strip():

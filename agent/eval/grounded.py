@@ -16,6 +16,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 from langchain_core.language_models import BaseChatModel
 from pydantic import BaseModel, Field
@@ -167,7 +168,7 @@ def _score(
     known = match(question, grounded_gold, kept, options)  # which verified predictions a grounded gold one covers
     extra = distinct(question, [q for q, hit in zip(kept, known.value) if not hit], options)  # Eq. 22's additions
     unique = distinct(question, asked, options)
-    replies = [*verdicts, ungrounded, matched, covered, known, extra, unique]
+    replies: list[Reply[Any]] = [*verdicts, ungrounded, matched, covered, known, extra, unique]
 
     g_precision = _ratio(sum(verified), len(predictions))
     g_recall = _ratio(sum(covered.value) + extra.value, len(grounded_gold) + extra.value)

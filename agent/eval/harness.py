@@ -315,6 +315,7 @@ def run_one(
 
     critical = CriticalPath()
     given = example.given_passages()  # a RAMDocs question is answered over its own documents
+    reading: dict[str, Any] = {"passages": given} if given and method != "closed_book" else {}
     checkpoint = keeping.checkpoint(method, example.id) if keeping else None
     result = run(
         example.question,
@@ -324,7 +325,7 @@ def run_one(
         on_node=critical,
         checkpoint=checkpoint,
         **config.options_for(method),
-        **({"passages": given} if given and method != "closed_book" else {}),
+        **reading,
     )
     total = result.usage.total
     row: dict[str, Any] = {

@@ -12,9 +12,13 @@ import re
 from collections import Counter
 from collections.abc import Callable, Sequence
 from functools import lru_cache
+from typing import TYPE_CHECKING
 
 from agent.llm.parsing import sentences
 from agent.text import normalize_answer, spelled_dates
+
+if TYPE_CHECKING:
+    from rouge_score.rouge_scorer import RougeScorer
 
 Reader = Callable[[str, str], str]  # (question, context) → extracted answer span
 
@@ -32,7 +36,7 @@ def str_em(response: str, short_answers: Sequence[Sequence[str]]) -> float:
 
 
 @lru_cache(maxsize=1)
-def _rouge():
+def _rouge() -> RougeScorer:
     from rouge_score import rouge_scorer
 
     return rouge_scorer.RougeScorer(["rougeLsum"], use_stemmer=True)
@@ -129,18 +133,45 @@ def support_recall(passage_ids: Sequence[str], supporting_ids: Sequence[str]) ->
     return len(set(passage_ids) & set(supporting_ids)) / len(set(supporting_ids))
 
 
-def hf_reader(model_dir: str) -> Reader:
-    """An extractive QA reader from a local Hugging Face model directory (e.g. a RoBERTa SQuAD model)."""
+def hf_reader(model_dir: str, max_answer_tokens: int = 30) -> Reader:
+    """An extractive QA reader from a local Hugging Face model directory (e.g. a RoBERTa SQuAD model): the best span
+    of the context (start and end logits summed) over windows of 384 tokens, 128 overlapping. Transformers 5 dropped
+    the ``question-answering`` pipeline, so the span search is ours."""
     from pathlib import Path
 
     from agent.errors import ConfigError
 
     if not (Path(model_dir) / "config.json").is_file():
         raise ConfigError(f"QA reader directory {model_dir} has no config.json: give a local extractive QA model")
-    from transformers import pipeline
+    import torch
+    from transformers import AutoModelForQuestionAnswering, AutoTokenizer
 
-    qa = pipeline("question-answering", model=model_dir, tokenizer=model_dir, device=-1)
-    return lambda question, context: str(qa(question=question, context=context)["answer"]) if context.strip() else ""
+    tokenizer = AutoTokenizer.from_pretrained(model_dir)
+    model = AutoModelForQuestionAnswering.from_pretrained(model_dir).eval()
+
+    def read(question: str, context: str) -> str:
+        if not context.strip():
+            return ""
+        windows = tokenizer(
+            question, context, truncation="only_second", max_length=384, stride=128,
+            return_overflowing_tokens=True, return_offsets_mapping=True, padding=True, return_tensors="pt",
+        )  # fmt: skip
+        offsets = windows.pop("offset_mapping").tolist()
+        windows.pop("overflow_to_sample_mapping", None)
+        with torch.no_grad():
+            out = model(**windows)
+        best, span = float("-inf"), (0, 0)
+        for w, (starts, ends) in enumerate(zip(out.start_logits.tolist(), out.end_logits.tolist())):
+            part = windows.sequence_ids(w)  # 1: a token of the context
+            for i in (k for k, of in enumerate(part) if of == 1):
+                for j in range(i, min(i + max_answer_tokens, len(part))):
+                    if part[j] != 1:
+                        break
+                    if starts[i] + ends[j] > best:
+                        best, span = starts[i] + ends[j], (offsets[w][i][0], offsets[w][j][1])
+        return context[span[0] : span[1]]
+
+    return read
 
 
 REJECTING = re.compile(

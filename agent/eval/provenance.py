@@ -49,8 +49,8 @@ def llm_provenance(name: str | None) -> dict[str, Any]:
         return {"provider": "fake", "model": "scripted demo replies"}
     from agent.llm.factory import get_chat_model
 
-    model = get_chat_model(name)
-    return {"provider": name, "model": getattr(model, "model_name", None) or type(model).__name__}
+    chat = get_chat_model(name)
+    return {"provider": name, "model": getattr(chat, "model_name", None) or type(chat).__name__}
 
 
 def resolved_options(method: str, options: dict[str, Any]) -> dict[str, Any]:

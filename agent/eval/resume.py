@@ -68,5 +68,5 @@ def save_batch(folder: Path, start: int, arrays: dict[str, np.ndarray]) -> None:
     folder.mkdir(parents=True, exist_ok=True)
     tmp = folder / f".batch-{start}.tmp"
     with tmp.open("wb") as f:
-        np.savez(f, **arrays)
+        np.savez(f, **arrays)  # type: ignore[arg-type]  # numpy's stubs match **arrays against allow_pickle: bool
     tmp.replace(folder / f"batch-{start}.npz")  # a run stopped mid-write leaves no half batch behind

@@ -70,7 +70,7 @@ def _draws(n: int, samples: int, seed: int) -> np.ndarray:
     return np.random.default_rng(seed).integers(0, n, size=(samples, n))
 
 
-def _value(x: float) -> float | None:
+def _value(x: float | np.ndarray) -> float | None:
     return None if np.isnan(x) else round(float(x), 4)
 
 

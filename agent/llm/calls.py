@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any, Generic, TypeVar
 
 from langchain_core.messages import AIMessage, BaseMessage
+from langchain_core.runnables import RunnableConfig
 from langchain_core.runnables.config import ContextThreadPoolExecutor
 from pydantic import BaseModel
 
@@ -91,7 +92,7 @@ def transcript(
     """The messages ``ask`` sent for these arguments, then ``reply``: the ``history`` of a call that continues that
     conversation, so the model's prefix cache serves everything up to the new turn."""
     hint = _schema_hint(schema) if schema and _response_format(options, schema) else ""
-    return [*render(prompt, system_suffix=hint, prefix=prefix, **variables), AIMessage(content=reply)]
+    return [*render(prompt, system_suffix=hint, prefix=prefix, history=(), **variables), AIMessage(content=reply)]
 
 
 def ask(
@@ -124,8 +125,9 @@ def ask(
             except Exception as exc:
                 if refused_format(exc, model, params, sent):
                     continue  # the same attempt with the next response format (agent.llm.formats)
-                if (message := _truncated_reply(exc)) is None:
+                if (truncated := _truncated_reply(exc)) is None:
                     raise
+                message = truncated
         try:
             params = attempts.send((message, time.perf_counter() - start))
         except StopIteration as done:
@@ -162,8 +164,9 @@ async def aask(
             except Exception as exc:
                 if refused_format(exc, model, params, sent):
                     continue  # the same attempt with the next response format (agent.llm.formats)
-                if (message := _truncated_reply(exc)) is None:
+                if (truncated := _truncated_reply(exc)) is None:
                     raise
+                message = truncated
         try:
             params = attempts.send((message, time.perf_counter() - start))
         except StopIteration as done:
@@ -234,7 +237,7 @@ def _truncated_reply(exc: Exception) -> AIMessage | None:
 ANSWER_TAG = "ambigqa:answer"  # on the calls whose reply is the answer a person reads: a stream's client keeps these
 
 
-def _call_config(prompt: str) -> dict[str, Any]:
+def _call_config(prompt: str) -> RunnableConfig:
     tags = [f"prompt:{prompt}", *([ANSWER_TAG] if load_prompt(prompt).answer else [])]
     return {"tags": tags, "run_name": prompt}
 

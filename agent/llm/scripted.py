@@ -146,15 +146,19 @@ class ScriptedChatModel(BaseChatModel):
             "of the messages or completion."
         )
         response = httpx.Response(400, request=httpx.Request("POST", "http://scripted.invalid/v1/chat/completions"))
-        raise openai.BadRequestError(message, response=response, body={"message": message})
+        raise openai.BadRequestError(
+            message,
+            response=response,  # type: ignore[arg-type]  # openai's stubs want httpx2's Response
+            body={"message": message},
+        )
 
-    def _result(self, call: ScriptedCall, cached: int) -> ChatResult:
+    def _message(self, call: ScriptedCall, cached: int) -> AIMessage:
         reply = self._reply(call)
         call.ended = time.perf_counter()
         message = reply if isinstance(reply, AIMessage) else AIMessage(content=reply)
         prompt_tokens = len(_prompt_tokens(call.messages))
         completion_tokens = _tokens(str(message.content))
-        message = message.model_copy(
+        return message.model_copy(
             update={
                 "usage_metadata": {
                     "input_tokens": prompt_tokens,
@@ -165,7 +169,9 @@ class ScriptedChatModel(BaseChatModel):
                 "response_metadata": {"finish_reason": "stop", **message.response_metadata},  # a script may cut
             }
         )
-        return ChatResult(generations=[ChatGeneration(message=message)])
+
+    def _result(self, call: ScriptedCall, cached: int) -> ChatResult:
+        return ChatResult(generations=[ChatGeneration(message=self._message(call, cached))])
 
     def _generate(
         self,
@@ -194,8 +200,8 @@ class ScriptedChatModel(BaseChatModel):
 
     def _chunks(self, call: ScriptedCall, cached: int) -> Iterator[ChatGenerationChunk]:
         """The reply as a stream: a chunk per word (its spacing kept), the last carrying the usage and finish."""
-        message = self._result(call, cached).generations[0].message
-        if isinstance(message, AIMessage) and message.tool_calls:  # a tool call comes whole, as one chunk
+        message = self._message(call, cached)
+        if message.tool_calls:  # a tool call comes whole, as one chunk
             calls = [
                 {"name": c["name"], "args": json.dumps(c["args"]), "id": c["id"], "index": i}
                 for i, c in enumerate(message.tool_calls)
@@ -339,7 +345,7 @@ def _demo_verify(call: ScriptedCall) -> str:
 def _demo_toc_verify(call: ScriptedCall) -> str:
     context = re.search(r"Context:\s*(.+?)\n\s*\nQuestion:", call.user, re.DOTALL)
     answer = re.search(r"^Proposed Answer:\s*(.+)$", call.user, re.MULTILINE)
-    found = bool(context and answer) and answer.group(1).strip().lower() in context.group(1).lower()
+    found = context is not None and answer is not None and answer.group(1).strip().lower() in context.group(1).lower()
     return "True" if found else "False"
 
 
@@ -376,7 +382,7 @@ def _demo_relax(call: ScriptedCall) -> str:
 def _demo_execute(call: ScriptedCall) -> str:
     match = re.search(r"^Passage:\s*(.+?)\s*\|\s*(.+)$", call.user, re.MULTILINE)
     fact = _FACT.search(match.group(2)) if match else None
-    if not fact:
+    if not match or not fact:
         return "null"
     return f"Interpretation: {_question(call).rstrip('?')}, in the sense of {match.group(1)}?\nAnswer: {fact.group(0)}"
 

@@ -19,7 +19,7 @@ import argparse
 import ctypes
 import faulthandler
 import sys
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -117,10 +117,10 @@ class CallCounts:
 _call = CallCounts()
 
 
-def with_usage(chunks: Iterator[dict[str, Any]], counts: CallCounts) -> Iterator[dict[str, Any]]:
+def with_usage(chunks: Iterator[Mapping[str, Any]], counts: CallCounts) -> Iterator[Mapping[str, Any]]:
     """A stream's chunks, then one more with the call's usage and no choices, as OpenAI sends with
     ``stream_options.include_usage`` (llama-cpp-python's stream carries no usage)."""
-    last: dict[str, Any] = {}
+    last: Mapping[str, Any] = {}
     for chunk in chunks:
         last = chunk
         yield chunk
@@ -156,12 +156,12 @@ def _patch() -> None:
         result = complete(self, *args, **kwargs)
         if not isinstance(result, dict):  # a stream
             return with_usage(result, counts)
-        usage = result.setdefault("usage", {})
+        usage: dict[str, Any] = result.setdefault("usage", {})  # type: ignore[assignment, typeddict-item]  # llama-cpp's TypedDict lacks the field
         usage["prompt_tokens_details"] = {"cached_tokens": min(counts.cached, usage.get("prompt_tokens", 0))}
         return JSONResponse(result)
 
-    llama_cpp.Llama.generate = counting_generate
-    llama_cpp.Llama.create_chat_completion = reporting_completion
+    llama_cpp.Llama.generate = counting_generate  # type: ignore[method-assign, assignment]  # patched on purpose
+    llama_cpp.Llama.create_chat_completion = reporting_completion  # type: ignore[method-assign]  # patched on purpose
 
 
 def _without_repacking() -> None:

@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
+from typing import Any
 
 from langchain_core.messages import AIMessage
 
@@ -16,7 +17,7 @@ from agent.schemas import NodeUsage, UsageReport
 
 
 def call_usage(message: AIMessage, seconds: float) -> NodeUsage:
-    meta = dict(message.usage_metadata or {})
+    meta: dict[str, Any] = dict(message.usage_metadata or {})
     if not meta:  # some servers report only response_metadata.token_usage
         token_usage = (message.response_metadata or {}).get("token_usage") or {}
         meta = {

@@ -6,11 +6,11 @@ from __future__ import annotations
 import hashlib
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from functools import lru_cache
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar, cast
 from urllib.parse import urlparse
 
 import numpy as np
@@ -26,7 +26,10 @@ from agent.settings import Settings, get_settings
 if TYPE_CHECKING:
     from chromadb.api import ClientAPI
     from chromadb.api.models.Collection import Collection
+    from chromadb.api.types import GetResult, Include, Where
+    from chromadb.base_types import InclusionExclusionOperator, LiteralValue
 
+T = TypeVar("T")
 PAGE_SIZE = 5000  # rows per Chroma get(): large collections are read in pages
 
 _client_lock = threading.Lock()
@@ -60,6 +63,8 @@ def _new_client(path: str | None, url: str | None, token: str | None) -> ClientA
                 f"cannot reach the Chroma server at {url} (AMBIGQA_CHROMA_URL): start it (e.g. `chroma run --path DIR "
                 f"--port {parsed.port or 8000}`) or unset AMBIGQA_CHROMA_URL to use the embedded store"
             ) from exc
+    if path is None:
+        raise CollectionError("a Chroma client needs the store's folder or a server URL")
     return chromadb.PersistentClient(path=path, settings=chroma_settings)
 
 
@@ -126,7 +131,9 @@ class ChromaStore(Store, Writer):
         )
         return [
             [_passage(doc, m, round(1.0 - dist, 6)) for doc, m, dist in zip(docs, metas, dists)]
-            for docs, metas, dists in zip(result["documents"], result["metadatas"], result["distances"])
+            for docs, metas, dists in zip(
+                _included(result["documents"]), _included(result["metadatas"]), _included(result["distances"])
+            )
         ]
 
     def sparse_many(self, queries: list[str], k: int) -> list[list[Passage]]:
@@ -148,20 +155,23 @@ class ChromaStore(Store, Writer):
 
     def _sparse_pages(self) -> Iterator[list[tuple[str, str, str, str]]]:
         for page in self._pages(["documents", "metadatas"]):
+            metadatas: list[Mapping[str, Any]] = _included(page["metadatas"])
             yield [
                 (key, str(m.get("doc_id", "")), m.get("title", ""), doc)
-                for key, doc, m in zip(page["ids"], page["documents"], page["metadatas"])
+                for key, doc, m in zip(page["ids"], _included(page["documents"]), metadatas)
             ]
 
     def vectors(self, keys: list[str]) -> dict[str, np.ndarray]:
         got = self.collection.get(ids=keys, include=["embeddings"])
-        return dict(zip(got["ids"], got["embeddings"]))
+        return dict(zip(got["ids"], cast("np.ndarray", got["embeddings"])))  # one array; the stubs also allow lists
 
     def passages(self, ids: list[str]) -> list[Passage]:
         if not ids:
             return []
-        got = self.collection.get(where={"doc_id": {"$in": list(ids)}}, include=["documents", "metadatas"])
-        found = {m["doc_id"]: _passage(doc, m) for doc, m in zip(got["documents"], got["metadatas"])}
+        got = self.collection.get(where=_of_docs(ids), include=["documents", "metadatas"])
+        found = {
+            m["doc_id"]: _passage(doc, m) for doc, m in zip(_included(got["documents"]), _included(got["metadatas"]))
+        }
         return [found[i] for i in ids if i in found]
 
     def neighbours(self, passages: list[Passage], k: int) -> Neighbours:
@@ -178,10 +188,12 @@ class ChromaStore(Store, Writer):
                 for doc, m, dist in zip(docs, metas, dists)
                 if m["doc_id"] != p.id
             ][:k]
-            for p, docs, metas, dists in zip(passages, result["documents"], result["metadatas"], result["distances"])
+            for p, docs, metas, dists in zip(
+                passages, _included(result["documents"]), _included(result["metadatas"]), _included(result["distances"])
+            )
         }
 
-    def _pages(self, include: list[str]) -> Iterator[dict[str, Any]]:
+    def _pages(self, include: Include) -> Iterator[GetResult]:
         offset = 0
         while True:
             page = self.collection.get(include=include, limit=PAGE_SIZE, offset=offset)
@@ -214,22 +226,23 @@ class ChromaStore(Store, Writer):
         if not keys:
             return {}
         got = self.collection.get(ids=keys, include=["metadatas"])
-        return {key: str(m["doc_id"]) for key, m in zip(got["ids"], got["metadatas"])}
+        return {key: str(m["doc_id"]) for key, m in zip(got["ids"], _included(got["metadatas"]))}
 
     def relabel(self, ids: dict[str, str]) -> None:
         if not ids:
             return
         got = self.collection.get(ids=list(ids), include=["metadatas"])
         self.collection.update(
-            ids=got["ids"], metadatas=[{**m, "doc_id": ids[key]} for key, m in zip(got["ids"], got["metadatas"])]
+            ids=got["ids"],
+            metadatas=[{**m, "doc_id": ids[key]} for key, m in zip(got["ids"], _included(got["metadatas"]))],
         )
         self.sparse_index().relabel(ids)
 
     def versions(self, doc_ids: list[str]) -> list[tuple[str, str]]:
         if not doc_ids:
             return []
-        got = self.collection.get(where={"doc_id": {"$in": list(doc_ids)}}, include=["metadatas"])
-        return [(key, str(m["doc_id"])) for key, m in zip(got["ids"], got["metadatas"])]
+        got = self.collection.get(where=_of_docs(doc_ids), include=["metadatas"])
+        return [(key, str(m["doc_id"])) for key, m in zip(got["ids"], _included(got["metadatas"]))]
 
     def add(self, rows: list[Row]) -> None:
         self.collection.add(
@@ -247,7 +260,7 @@ class ChromaStore(Store, Writer):
 
     def stored(self, page_size: int = PAGE_SIZE) -> Iterator[list[tuple[str, str]]]:
         for page in self._pages(["metadatas"]):
-            yield [(key, str((m or {}).get("doc_id", ""))) for key, m in zip(page["ids"], page["metadatas"])]
+            yield [(key, str((m or {}).get("doc_id", ""))) for key, m in zip(page["ids"], _included(page["metadatas"]))]
 
     def finish(self) -> None:
         index = self.sparse_index()
@@ -255,5 +268,18 @@ class ChromaStore(Store, Writer):
             index.rebuild(self._sparse_pages())
 
 
-def _passage(doc: str, meta: dict[str, Any], score: float | None = None) -> Passage:
+def _passage(doc: str, meta: Mapping[str, Any], score: float | None = None) -> Passage:
     return Passage(id=str(meta["doc_id"]), title=meta.get("title", ""), text=doc, score=score)
+
+
+def _included(values: T | None) -> T:
+    """A field of a Chroma result that the call's ``include`` asked for (Chroma types every such field optional)."""
+    if values is None:
+        raise CollectionError("Chroma's reply lacks a field the request included")
+    return values
+
+
+def _of_docs(ids: list[str]) -> Where:
+    """The filter for the rows of the passages ``ids``."""
+    among: dict[InclusionExclusionOperator, list[LiteralValue]] = {"$in": list(ids)}
+    return {"doc_id": among}

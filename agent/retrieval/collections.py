@@ -42,7 +42,7 @@ def open_collection(name: str, settings: Settings) -> Store:
     from agent.retrieval.chroma_store import ChromaStore, get_client
 
     try:
-        collection = get_client(settings).get_collection(name, embedding_function=MiniLMEmbeddingFunction())
+        collection = get_client(settings).get_collection(name, embedding_function=MiniLMEmbeddingFunction())  # type: ignore[arg-type]  # chromadb's stubs want EmbeddingFunction[Documents|Images]
     except Exception as exc:  # chromadb raises NotFoundError / ValueError depending on client type
         if "does not exist" in str(exc) or "not found" in str(exc).lower():
             raise CollectionError(

@@ -13,7 +13,7 @@ import sys
 import threading
 from functools import lru_cache
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal, get_args
+from typing import TYPE_CHECKING, Any, Literal, cast, get_args
 
 import numpy as np
 from chromadb.api.types import Documents, EmbeddingFunction, Embeddings
@@ -99,7 +99,7 @@ def collection_backend(collection: Collection) -> Backend:
     """The backend recorded when ``collection`` was created; collections from before the record are torch."""
     function = (collection.configuration_json or {}).get("embedding_function") or {}
     backend = (function.get("config") or {}).get("backend")
-    return backend if backend in get_args(Backend) else "torch"
+    return cast(Backend, backend) if backend in get_args(Backend) else "torch"  # the config is untyped JSON
 
 
 @register_embedding_function

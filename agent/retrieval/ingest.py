@@ -181,7 +181,7 @@ def ingest(
             batches = _batches(records(path), batch_size)
             given = vector_batches(Path(vectors), batch_size) if vectors else None
             for number, batch in enumerate(batches):
-                supplied = _match(next(given, None), batch, Path(vectors)) if given else None
+                supplied = _match(next(given, None), batch, Path(vectors)) if given and vectors else None
                 if supplied is not None and check_vectors and number == 0:
                     _check_vectors(batch, supplied, writer.backend)
                 batch, kept = scratch.distinct(batch, tally)

@@ -61,19 +61,21 @@ def neighbourhood_rerank(
         if not batch:
             break
         scores = scorer.score(query, batch)  # line 5
-        batch = [p.model_copy(update={"score": float(s)}) for s, p in sorted(zip(scores, batch), key=lambda x: -x[0])]
+        ranked = [(float(s), p) for s, p in sorted(zip(scores, batch), key=lambda x: -x[0])]
+        batch = [p.model_copy(update={"score": s}) for s, p in ranked]
         divisor = max(1.0, rescore(batch)) if rescore else 1.0  # lines 6–7: s semantic sets
-        batch = [p.model_copy(update={"score": round(p.score / divisor, 6)}) for p in batch]  # line 8, Eq. 5
+        ranked = [(round(s / divisor, 6), p) for s, p in ranked]  # line 8, Eq. 5
+        batch = [p.model_copy(update={"score": s}) for s, p in ranked]
         batches.append(Batch("frontier" if from_frontier else "R0", [p.id for p in batch], divisor))
         for p in batch:  # line 9: R+ ← R+ ∪ B
             scored[p.id] = p
             frontier.pop(p.id, None)  # line 12: N ← N \ B
         adjacent = neighbours_of(batch)
-        for p in batch:  # line 13: N ← N ∪ (Neighbours(B, G) \ R+), prioritised by the source's score
+        for s, p in ranked:  # line 13: N ← N ∪ (Neighbours(B, G) \ R+), prioritised by the source's score
             for neighbour, similarity in adjacent.get(p.id, []):
                 if neighbour.id in scored:
                     continue
                 known.setdefault(neighbour.id, neighbour)
-                frontier[neighbour.id] = max(frontier.get(neighbour.id, (float("-inf"), 0.0)), (p.score, similarity))
+                frontier[neighbour.id] = max(frontier.get(neighbour.id, (float("-inf"), 0.0)), (s, similarity))
         from_frontier = not from_frontier  # line 14: alternate R and N
     return NARResult(sorted(scored.values(), key=lambda p: -(p.score or 0.0)), batches)

@@ -15,7 +15,7 @@ import threading
 import warnings
 from functools import lru_cache
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TypedDict
 
 import numpy as np
 
@@ -24,8 +24,18 @@ if TYPE_CHECKING:
     from tokenizers import Encoding
 
 INPUTS = ("input_ids", "attention_mask", "token_type_ids")
+
+
+class Recipe(TypedDict):
+    graph: str
+    exporter: str
+    opset: int
+    quantization: str
+    version: int
+
+
 # Everything that shapes the exported file; bump "version" when the export code changes.
-RECIPE = {
+RECIPE: Recipe = {
     "graph": "transformer + mean pooling + L2 normalisation",
     "exporter": "torch.onnx.export(dynamo=False)",
     "opset": 17,
@@ -55,7 +65,9 @@ def export(model_dir: Path, dest: Path) -> None:
             super().__init__()
             self.transformer = transformer
 
-        def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor, token_type_ids: torch.Tensor):
+        def forward(
+            self, input_ids: torch.Tensor, attention_mask: torch.Tensor, token_type_ids: torch.Tensor
+        ) -> torch.Tensor:
             tokens = self.transformer(
                 input_ids=input_ids, attention_mask=attention_mask, token_type_ids=token_type_ids
             ).last_hidden_state

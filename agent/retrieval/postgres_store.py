@@ -55,7 +55,7 @@ BM25_K1, BM25_B = 1.2, 0.75  # Robertson and Zaragoza's usual values (FTS5's too
 STATISTICS_TTL = 300.0
 MAX_IDENTIFIER = 63  # bytes: PostgreSQL cuts longer identifiers (NAMEDATALEN - 1)
 RELATIONS = {"table": "", "postings": "_postings", "dense": "_hnsw", "bm25": "_bm25", "doc": "_doc", "gin": "_tsv"}
-_statistics: dict[tuple[str, str], tuple[float, tuple[dict[str, float], float, float]]] = {}
+_statistics: dict[tuple[str, str], tuple[float, tuple[dict[str, float], float]]] = {}
 _pools: dict[str, ConnectionPool] = {}
 _pools_lock = threading.Lock()
 
@@ -129,6 +129,13 @@ def _failure(url: str, timeout: int = 3) -> str:
     except psycopg.Error as exc:
         return _one_line(exc)
     return "no connection within the timeout"
+
+
+def _first(row: tuple[Any, ...] | None) -> Any:
+    """The first column of a row that its query always returns (an aggregate, a collection's registry row)."""
+    if row is None:
+        raise StoreError("PostgreSQL returned no row where one is always expected")
+    return row[0]
 
 
 def _one_line(exc: Exception) -> str:
@@ -227,7 +234,7 @@ class PostgresStore(Store, Writer):
     def create(cls, url: str, name: str, backend: Backend) -> PostgresStore:
         """Open ``name``, creating its table (and recording ``backend``) when it is new."""
 
-        def make(c: Connection) -> str:
+        def make(c: Connection) -> Backend:
             _registry(c)
             new = c.execute(f"INSERT INTO {REGISTRY} (name, backend, dim) VALUES (%s, %s, %s) ON CONFLICT DO NOTHING "
                             "RETURNING name", (name, backend, EMBEDDING_DIM)).fetchone()  # fmt: skip
@@ -249,7 +256,7 @@ class PostgresStore(Store, Writer):
             c.execute(_sql("CREATE TABLE IF NOT EXISTS {postings} (term text NOT NULL, rid bigint NOT NULL, "
                            "impact real NOT NULL)", name))  # fmt: skip
             _migrate(c, name)
-            return c.execute(f"SELECT backend FROM {REGISTRY} WHERE name = %s", (name,)).fetchone()[0]
+            return _first(c.execute(f"SELECT backend FROM {REGISTRY} WHERE name = %s", (name,)).fetchone())
 
         return cls(url, name, run(url, make))
 
@@ -291,7 +298,7 @@ class PostgresStore(Store, Writer):
         frequency, rows = self._term_statistics()
 
         def read(c: Connection) -> list[list[Passage]]:
-            found = []
+            found: list[list[Passage]] = []
             for text in queries:
                 terms = query_terms(text)  # words of letters and digits: 'simple' keeps each as it is
                 if not terms:
@@ -466,22 +473,22 @@ class PostgresStore(Store, Writer):
 
     def _average_length(self, c: Connection) -> float | None:
         """BM25's average document length, fixed by the first build; None before it."""
-        return c.execute(f"SELECT average_length FROM {REGISTRY} WHERE name = %s", (self.name,)).fetchone()[0]
+        return _first(c.execute(f"SELECT average_length FROM {REGISTRY} WHERE name = %s", (self.name,)).fetchone())
 
     def _add_postings(self, c: Connection) -> None:
         """The postings of the rows past the registry's ``postings_rid``. The first build fixes BM25's average
         document length (from a sample of about 20,000 rows): later loads of the same kind of text move it little,
         and every stored impact stays as it was computed."""
-        after = c.execute(f"SELECT postings_rid FROM {REGISTRY} WHERE name = %s", (self.name,)).fetchone()[0]
-        last = c.execute(_sql("SELECT max(rid) FROM {table}", self.name)).fetchone()[0]
+        after = _first(c.execute(f"SELECT postings_rid FROM {REGISTRY} WHERE name = %s", (self.name,)).fetchone())
+        last = _first(c.execute(_sql("SELECT max(rid) FROM {table}", self.name)).fetchone())
         if last is None or last <= after:
             return
         average = self._average_length(c)
         if average is None:
-            rows = c.execute(_sql("SELECT count(*) FROM {table}", self.name)).fetchone()[0]
+            rows = _first(c.execute(_sql("SELECT count(*) FROM {table}", self.name)).fetchone())
             share = min(100.0, 100.0 * 20000 / max(rows, 1))
-            average = c.execute(_sql(f"SELECT avg({_LENGTH}) FROM {{table}} r TABLESAMPLE BERNOULLI (%s)", self.name),
-                                (share,)).fetchone()[0]  # fmt: skip
+            average = _first(c.execute(_sql(f"SELECT avg({_LENGTH}) FROM {{table}} r TABLESAMPLE BERNOULLI (%s)",
+                                            self.name), (share,)).fetchone())  # fmt: skip
             average = float(average or 1.0)
         c.execute(_sql(
             "INSERT INTO {postings} (term, rid, impact) " + _impacts("r.rid > %(after)s AND r.rid <= %(last)s"),

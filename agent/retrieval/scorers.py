@@ -4,13 +4,14 @@ caller registers with ``register_scorer``."""
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
 
 from agent.errors import ConfigError
 from agent.retrieval.colbert import colbert_scorer
 from agent.retrieval.rerank import Scorer, cross_encoder
 
 DEFAULT_RERANKER = "cross-encoder"
-BUILT_IN = {"cross-encoder": cross_encoder, "colbert": colbert_scorer}
+BUILT_IN: dict[str, Callable[[], Scorer]] = {"cross-encoder": cross_encoder, "colbert": colbert_scorer}
 
 _registry: dict[str, Scorer] = {}
 _lock = threading.Lock()

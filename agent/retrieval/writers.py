@@ -20,7 +20,8 @@ def open_writer(name: str, backend: Backend, settings: Settings | None = None) -
 
     collection = get_client(settings).get_or_create_collection(
         name,
-        embedding_function=MiniLMEmbeddingFunction(backend),  # recorded when it is new
+        # recorded when it is new
+        embedding_function=MiniLMEmbeddingFunction(backend),  # type: ignore[arg-type]  # chromadb's stubs want EmbeddingFunction[Documents|Images]
         configuration={"hnsw": {"space": "cosine"}},
     )
     return ChromaStore(collection, settings)

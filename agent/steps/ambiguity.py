@@ -59,13 +59,13 @@ async def infer_interpretations(question: str, reason: str, options: LLMOptions,
     Plain numbered text, never a JSON grammar: constrained to JSON, the local 1.5B model wrote one interpretation for
     4 of 5 ASQA benchmark questions; as text it wrote two for all 5.
     """
-    variables = {"question": question, "reason": reason or "(no reason was found)"}
-    reply = await aask(
+    reply: Reply[list[str]] = await aask(
         "interpret",
         options,
         parse=parse_numbered_list,
         fallback=[],
         prefix=book,
-        **variables,
+        question=question,
+        reason=reason or "(no reason was found)",
     )
     return reply.with_value(_unique(reply.value))

@@ -83,6 +83,7 @@ class PoolExample(Demo):
 
 
 D = TypeVar("D", bound=Demo)
+Item = TypeVar("Item")  # anything that renders as an example
 
 
 @cache
@@ -131,7 +132,7 @@ def pool_demos(question: str, shots: Shots) -> list[PoolExample]:
     return select_demos(question, "asqa_pool", PoolExample, shots.k, shots.selection)
 
 
-def fit_examples(demos: Sequence[D], render: Callable[[D, int], str], room: int) -> str:
+def fit_examples(demos: Sequence[Item], render: Callable[[Item, int], str], room: int) -> str:
     """``Example`` blocks for ``demos`` within ``room`` estimated tokens; ``render(demo, passage_words)``.
 
     Demo passages are shortened first (``PASSAGE_WORDS``); then demos are dropped from the front, where the least

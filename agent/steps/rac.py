@@ -42,16 +42,18 @@ async def extract(
     ``short``: the passages open the call's own turn, before the instruction, and a schema asks for short answers."""
     call = _short_extract_call(question, passages, book) if short else _extract_call(question, passages, book)
     prompt, schema = ("rag_extract_short", ShortExtractedPairs) if short else ("rag_extract", ExtractedPairs)
-    reply = await aask(prompt, options, parse=parse_disambiguations, schema=schema, fallback=[], **call)
+    reply: Reply[list[QAPair]] = await aask(
+        prompt, options, parse=parse_disambiguations, schema=schema, fallback=[], **call
+    )
     reply = await _short_answers(reply, options, transcript(prompt, options, reply.text, schema=schema, **call))
     return reply.with_value(_readings(question, reply, passages, book))
 
 
-def _extract_call(question: str, passages: list[Passage], book: str) -> dict[str, str]:
+def _extract_call(question: str, passages: list[Passage], book: str) -> dict[str, Any]:
     return {"prefix": shared_prefix(book, passages), "question": question}
 
 
-def _short_extract_call(question: str, passages: list[Passage], book: str) -> dict[str, str]:
+def _short_extract_call(question: str, passages: list[Passage], book: str) -> dict[str, Any]:
     return {"prefix": shared_prefix(book), "question": question, "evidence": evidence(passages)}
 
 
@@ -60,9 +62,9 @@ async def extract_with_examples(
 ) -> Reply[list[Disambiguation]]:
     """I_e with its own ``shots.k`` nearest pool demonstrations, fitted to ``shots.budget``; nothing shared with the
     question's other calls, so the whole prompt is prefilled."""
-    variables = {"passages": render_passages(passages) or "(none)", "question": question}
+    variables: dict[str, Any] = {"passages": render_passages(passages) or "(none)", "question": question}
     examples = await asyncio.to_thread(_extraction_examples, question, shots, variables)
-    reply = await aask(
+    reply: Reply[list[QAPair]] = await aask(
         "rag_extract_examples",
         options,
         parse=parse_disambiguations,
@@ -112,7 +114,7 @@ async def _short_answers(
         return answers
 
     listing = "\n".join(f"DQ {i + 1}: {reply.value[i].question}" for i in long)
-    again = await aask(
+    again: Reply[dict[int, str]] = await aask(
         "rag_shorten", options, parse=shortened, schema=ExtractedPairs, fallback={}, history=history, questions=listing
     )
     pairs = [QAPair(question=p.question, answer=again.value.get(i, p.answer)) for i, p in enumerate(reply.value)]

@@ -76,7 +76,8 @@ def check_run(body: Any) -> None:
 
     if not isinstance(body, dict):
         raise Refusal(422, "the body must be a JSON object")
-    runs = body.get("payloads") if isinstance(body.get("payloads"), list) else [body]  # /runs/batch
+    payloads = body.get("payloads")
+    runs = payloads if isinstance(payloads, list) else [body]  # /runs/batch
     for run in runs:
         if not isinstance(run, dict):
             raise Refusal(422, "each run must be a JSON object")

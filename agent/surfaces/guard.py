@@ -332,8 +332,10 @@ class Guard:
         if kind is Kind.HEALTH:
             ok, details = await self.health()
             slots = {"busy": self.slots.size - self.slots.free, "size": self.slots.size}
-            body = {**details, "slots": slots} if authorized and self.policy.api_key else {"status": details["status"]}
-            return await reply(send, 200 if ok else 503, body)
+            report = (
+                {**details, "slots": slots} if authorized and self.policy.api_key else {"status": details["status"]}
+            )
+            return await reply(send, 200 if ok else 503, report)
         if kind is Kind.LOGIN:
             return await self._login(scope, receive, send, headers)
         if not authorized:

@@ -25,7 +25,7 @@ class HeaderDeadlineProtocol(H11Protocol):
     header_timeout = HEADER_TIMEOUT_S
     _deadline: asyncio.TimerHandle | None = None
 
-    def connection_made(self, transport: Any) -> None:  # type: ignore[override]
+    def connection_made(self, transport: Any) -> None:
         super().connection_made(transport)
         self._arm()
 

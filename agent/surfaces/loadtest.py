@@ -49,7 +49,7 @@ async def _load(
     url: str, method: str, requests: int, concurrency: int, question: str, timeout: float, api_key: str | None
 ) -> LoadReport:
     gate = asyncio.Semaphore(concurrency)
-    headers = {"X-API-Key": api_key.encode("utf-8")} if api_key else {}  # any Unicode key, sent as UTF-8
+    headers = {b"X-API-Key": api_key.encode("utf-8")} if api_key else {}  # any Unicode key, sent as UTF-8
     latencies: list[float] = []
     codes: list[int] = []
 

@@ -69,7 +69,7 @@ class GraphRunnable(Runnable):
 
     def __init__(self, graph: Any, input_type: type[BaseModel], settable: list[str], collections: tuple[str, ...]):
         self.graph = graph
-        self.name = graph.get_name()
+        self.name: str = graph.get_name()
         self._input_type = input_type
         self._settable = settable
         self._collections = collections
@@ -200,7 +200,7 @@ def create_app(
         # LangSmith feedback route (it writes to a tracing project, not ours to expose)
         add_routes(
             app, runnable, path=f"/{method}", config_keys=("configurable",),
-            disabled_endpoints=["config_hashes", "token_feedback"],
+            disabled_endpoints=["config_hashes", "token_feedback"],  # type: ignore[list-item]  # EndpointName omits it
         )  # fmt: skip
     _add_clarify_routes(app, collections)
     _add_passages_route(app, collections)
