@@ -13,6 +13,8 @@ import pytest
 
 from tests.test_server import _start
 
+pytestmark = pytest.mark.heavy  # a serve process beside ingest processes
+
 FRESH = [
     {"id": "z1", "title": "Zorblax", "text": "Zorblax is a moon of the planet Quennel, discovered in 1911."},
     {"id": "z2", "title": "Zorblax", "text": "The Zorblax observatory opened in 1964."},
@@ -69,8 +71,6 @@ COLD_BURST = """
 import asyncio
 from agent.context import make_context
 from agent.registry import load_graph
-
-pytestmark = pytest.mark.heavy  # a serve process beside ingest processes
 
 graph = load_graph("rag")
 
