@@ -243,9 +243,11 @@ def _postgres_saver(url: str, serde: JsonPlusSerializer) -> PostgresSaver:
     from psycopg.rows import dict_row
     from psycopg_pool import ConnectionPool
 
+    from agent.retrieval.postgres_store import RECONNECT_S
+
     pool: ConnectionPool[Connection[DictRow]] = ConnectionPool(
         url, min_size=1, max_size=8, open=False, timeout=WAIT_S, check=ConnectionPool.check_connection,
-        name="ambigqa-threads",
+        reconnect_timeout=RECONNECT_S, name="ambigqa-threads",
         kwargs={"autocommit": True, "prepare_threshold": 0, "row_factory": dict_row, "connect_timeout": CONNECT_S},
     )  # fmt: skip
     pool.open(wait=False)

@@ -109,7 +109,8 @@ def test_a_database_that_goes_away_is_one_error_naming_its_host_and_the_thread_r
         collection = _ingest_here(corpus_file)
         waiting = agent.clarify(QUESTION, llm="fake", collection=collection)
         server.stop()
-        for attempt in (lambda: agent.resume(waiting.thread_id, [1]), open_threads().ping):
+        # a long outage (about 12 s of requests) would leave a pool with an unbounded backoff sleeping 8 s past the return
+        for attempt in (lambda: agent.resume(waiting.thread_id, [1]), *[open_threads().ping] * 3):
             with pytest.raises(StoreError) as down:
                 attempt()
             message = str(down.value)

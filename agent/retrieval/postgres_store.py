@@ -83,6 +83,10 @@ def _configure(connection: Connection) -> None:
     connection.commit()
 
 
+RECONNECT_S = 2.0  # a pool retries a lost connection this long (1 s apart), then connects again on the next request:
+# after an outage it never sleeps out a long backoff while the database is back
+
+
 def pool(url: str, timeout: float = 5.0) -> ConnectionPool:
     """The connection pool for ``url``, opened once per process."""
     with _pools_lock:
@@ -96,7 +100,7 @@ def pool(url: str, timeout: float = 5.0) -> ConnectionPool:
             _hide_password(url)
             _pools[url] = ConnectionPool(
                 url, min_size=1, max_size=16, open=True, timeout=timeout, configure=_configure,
-                check=ConnectionPool.check_connection, reconnect_timeout=30, name=where(url),
+                check=ConnectionPool.check_connection, reconnect_timeout=RECONNECT_S, name=where(url),
             )  # fmt: skip
         return _pools[url]
 
