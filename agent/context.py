@@ -4,11 +4,14 @@ from __future__ import annotations
 
 import asyncio
 import math
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from contextvars import ContextVar
+from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from langgraph.runtime import Runtime
-from pydantic import BaseModel, Field, PrivateAttr, ValidationError, field_validator
+from pydantic import BaseModel, Field, ValidationError, field_validator
 
 from agent.errors import AgentError, ConfigError
 from agent.llm.calls import LLMOptions
@@ -22,6 +25,30 @@ from agent.steps.fewshot import Selection, Shots
 
 C = TypeVar("C", bound="RunContext")
 WINDOW_MARGIN = 1.2  # worked examples left out per token a prompt ran over: the estimate errs, fit_examples rounds
+
+
+@dataclass
+class WindowFit:
+    """One node run's fit to the model's window: the tokens of worked examples its prompts leave out (the run's
+    ``window_cut``), and whether any prompt read worked examples (else running it again with fewer cannot help)."""
+
+    cut: int = 0
+    read: bool = False
+
+
+_window_fit: ContextVar[WindowFit | None] = ContextVar("ambigqa_window_fit", default=None)
+
+
+@contextmanager
+def fitting(cut: int) -> Iterator[WindowFit]:
+    """Within the block, ``RunContext.shots`` leaves ``cut`` tokens of worked examples out and records that it was
+    asked (in this task and the tasks and threads it starts)."""
+    fit = WindowFit(cut)
+    token = _window_fit.set(fit)
+    try:
+        yield fit
+    finally:
+        _window_fit.reset(token)
 
 
 class RunContext(BaseModel):
@@ -70,9 +97,6 @@ class RunContext(BaseModel):
         "alone (docs/retrieval.md)",
     )
 
-    _window_cut: int = PrivateAttr(default=0)  # tokens of worked examples the run leaves out to fit the window
-    _fitted: bool = PrivateAttr(default=False)  # whether a prompt of the run has read worked examples
-
     def llm_options(self) -> LLMOptions:
         return LLMOptions(
             llm=self.llm or None,
@@ -108,26 +132,20 @@ class RunContext(BaseModel):
 
     def shots(self, budget: int | None = None) -> Shots:
         """How the run's prompts pick and fit their worked examples: within ``budget`` (default ``prompt_tokens``)
-        less what prompts that overflowed the model's window taught the run to leave out (``make_room``)."""
-        self._fitted = True
-        tokens = (budget or self.prompt_tokens) - self._window_cut
+        less the tokens of them that the node being run leaves out (``fitting``)."""
+        fit = _window_fit.get()
+        if fit is not None:
+            fit.read = True
+        tokens = (budget or self.prompt_tokens) - (fit.cut if fit is not None else 0)
         return Shots(k=self.fewshot, selection=self.demo_selection, budget=max(tokens, CALL_ROOM))
 
-    @property
-    def window_cut(self) -> int:
-        return self._window_cut
-
-    def make_room(self, cut: int, excess: int | None) -> bool:
-        """After a node whose prompts had ``cut`` tokens of worked examples left out ran ``excess`` tokens over the
-        model's window (None: by an unstated amount, so every example goes): leave out enough more for the run's later
-        prompts to fit, and say whether the node is worth running again — not when it read no worked examples or they
-        are gone already. Concurrent nodes that overflow together cut once: the cut is a maximum, not a sum."""
+    def wider_cut(self, cut: int, excess: int | None) -> int | None:
+        """The cut for a node whose prompts, with ``cut`` tokens of worked examples left out, ran ``excess`` tokens
+        over the model's window (None: by an unstated amount, so every example goes); None when none is left to cut."""
         most = max(self.prompt_tokens - CALL_ROOM, 0)
-        if not self._fitted or cut >= most:
-            return False
-        wanted = most if excess is None else cut + math.ceil(excess * WINDOW_MARGIN)
-        self._window_cut = max(self._window_cut, min(wanted, most))
-        return True
+        if cut >= most:
+            return None
+        return min(most if excess is None else cut + math.ceil(excess * WINDOW_MARGIN), most)
 
     def casebook(self, question: str, source: Source = "pool") -> str:
         """The worked examples every prompt about ``question`` starts with (``agent.steps.casebook``)."""

@@ -21,7 +21,7 @@ from langchain_core.runnables import RunnableConfig, RunnableLambda
 from langgraph.config import get_config
 from langgraph.runtime import get_runtime
 
-from agent.context import RunContext
+from agent.context import RunContext, fitting
 from agent.errors import ContextOverflowError
 from agent.llm.usage import merge_usage, node_calls, node_usage
 
@@ -115,21 +115,27 @@ def llm_node(afunc: Callable[..., Coroutine[Any, Any, dict]]) -> RunnableLambda:
     return RunnableLambda(run, afunc=accounted, name=afunc.__name__)
 
 
-async def within_window(afunc: Callable[..., Coroutine[Any, Any, dict]], *args: Any, **kwargs: Any) -> dict:
+async def within_window(afunc: Callable[..., Coroutine[Any, Any, dict]], state: Any, **kwargs: Any) -> dict:
     """``afunc``'s update. A prompt that ran over the model's window (``ContextOverflowError``: given passages full of
-    numbers tokenize at twice the estimate) makes the run leave out worked examples worth 1.2× the excess
-    (``context.WINDOW_MARGIN``) and run the node again, at most ``WINDOW_RETRIES`` times: the question's later prompts
-    then share the smaller casebook. A node that read no worked examples, or has none left to lose, raises the error
-    as it came."""
-    ctx, retries = getattr(kwargs.get("runtime"), "context", None), 0
+    numbers tokenize at twice the estimate) makes the node leave out worked examples worth 1.2× the excess
+    (``context.WINDOW_MARGIN``) and run again, at most ``WINDOW_RETRIES`` times; the update then carries the cut
+    (``window_cut``, a maximum over nodes), so the question's later prompts share the smaller casebook. A node that
+    read no worked examples, or has none left to lose, raises the error as it came."""
+    ctx = getattr(kwargs.get("runtime"), "context", None)
+    start = cut = state.get("window_cut", 0) if isinstance(state, dict) else 0
+    retries = 0
     while True:
-        cut = ctx.window_cut if isinstance(ctx, RunContext) else 0
-        try:
-            return await afunc(*args, **kwargs)
-        except ContextOverflowError as exc:
-            retries += 1
-            if not isinstance(ctx, RunContext) or retries > WINDOW_RETRIES or not ctx.make_room(cut, exc.excess):
-                raise
+        with fitting(cut) as fit:
+            try:
+                update = await afunc(state, **kwargs)
+            except ContextOverflowError as exc:
+                retries += 1
+                wider = ctx.wider_cut(cut, exc.excess) if isinstance(ctx, RunContext) and fit.read else None
+                if wider is None or retries > WINDOW_RETRIES:
+                    raise
+                cut = wider
+                continue
+        return update if cut == start else {**update, "window_cut": cut}
 
 
 def _node_name() -> str:

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from typing import Annotated
 
+from typing_extensions import TypedDict
+
 from agent.chat import ChatMessages
 from agent.llm.usage import merge_usage
 from agent.schemas import Disambiguation, Passage, UsageReport
@@ -22,5 +24,18 @@ class AnswerOutput(ChatMessages, total=False):
     usage: Annotated[UsageReport, merge_usage]
 
 
-class AnswerState(QuestionInput, AnswerOutput, total=False):
-    """Graphs extend this with their own fields."""
+def larger(current: int, update: int) -> int:
+    """A reducer keeping the larger value (LangGraph reads a reducer's signature, which builtin ``max`` lacks)."""
+    return max(current, update)
+
+
+class RunState(TypedDict, total=False):
+    """What a run learns as it goes, kept in its state (never in its options): every graph's state carries it."""
+
+    window_cut: Annotated[
+        int, larger
+    ]  # tokens of worked examples the run's prompts leave out (agent.nodes.within_window)
+
+
+class AnswerState(QuestionInput, AnswerOutput, RunState, total=False):
+    """The state of a graph with no fields of its own (closed_book)."""

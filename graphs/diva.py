@@ -24,7 +24,7 @@ from agent.llm.parsing import parse_yes_no
 from agent.nodes import llm_node
 from agent.retrieval.pipeline import FirstStage, MemoScorer, Reranker, rank_pool
 from agent.schemas import AmbiguityType, Passage, YesNo
-from agent.state import QuestionInput
+from agent.state import QuestionInput, RunState
 from agent.steps import conflict, rac
 from agent.steps.ambiguity import classify_ambiguity, infer_interpretations
 from agent.steps.casebook import evidence, shared_prefix
@@ -117,7 +117,7 @@ class TypedQuestionInput(QuestionInput, total=False):
     ambiguity_reason: str
 
 
-class DivaState(QuestionInput, DivaOutput, AnswerStepState, total=False):
+class DivaState(QuestionInput, DivaOutput, AnswerStepState, RunState, total=False):
     scored: list[ScoredPassage]  # P̃, the union of the interpretations' top-K, scored by Eq. 5 in prune
     short_extract_reply: str | None  # I_e's reply (casebook_short), whose conversation I_g continues
 

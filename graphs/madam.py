@@ -25,7 +25,7 @@ from agent.llm.calls import Reply, aask, gather_concurrently
 from agent.llm.parsing import parse_agent_reply, parse_aggregation
 from agent.nodes import llm_node
 from agent.schemas import Passage
-from agent.state import AnswerOutput, QuestionInput
+from agent.state import AnswerOutput, QuestionInput, RunState
 from agent.text import normalize_answer, passage_text
 
 UNKNOWN = "unknown"
@@ -61,7 +61,7 @@ class MadamOutput(AnswerOutput, total=False):
     stop_reason: Literal["converged", "rounds", "no documents"]
 
 
-class MadamState(QuestionInput, MadamOutput, total=False):
+class MadamState(QuestionInput, MadamOutput, RunState, total=False):
     pass
 
 

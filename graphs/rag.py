@@ -19,7 +19,7 @@ from agent.context import TopK, context_of
 from agent.llm.calls import aask
 from agent.llm.parsing import parse_final_answer
 from agent.nodes import llm_node
-from agent.state import QuestionInput
+from agent.state import QuestionInput, RunState
 from agent.steps.checks import foreign_figures
 from agent.steps.rac import draft, extract, grounds
 from agent.text import render_passages
@@ -39,7 +39,7 @@ class RagOutput(ReviewedOutput, total=False):
     reasoning: str  # the short answer's step-by-step reasoning (answer_style=short only)
 
 
-class RagState(QuestionInput, RagOutput, AnswerStepState, total=False):
+class RagState(QuestionInput, RagOutput, AnswerStepState, RunState, total=False):
     pass
 
 

@@ -25,7 +25,7 @@ from agent.context import RunContext, TopK, context_of, make_context
 from agent.llm.usage import merge_usage
 from agent.nodes import llm_node
 from agent.schemas import AmbiguityType, Disambiguation, Passage, UsageReport
-from agent.state import AnswerOutput, QuestionInput
+from agent.state import AnswerOutput, QuestionInput, RunState
 from agent.steps.ambiguity import classify_ambiguity, infer_interpretations
 from graphs import closed_book, diva, rag, sunar, toc, verdict
 
@@ -59,7 +59,7 @@ class RouterOutput(AnswerOutput, total=False):
     chosen: list[str]
 
 
-class RouterState(QuestionInput, RouterOutput, total=False):
+class RouterState(QuestionInput, RouterOutput, RunState, total=False):
     readings_answered: Annotated[list[dict[str, Any]], operator.add]  # answer_reading's results, for answer_chosen
 
 

@@ -25,7 +25,7 @@ from agent.retrieval.pipeline import FirstStage
 from agent.retrieval.rerank import rerank
 from agent.retrieval.scorers import DEFAULT_RERANKER, get_scorer
 from agent.schemas import Passage
-from agent.state import AnswerOutput, QuestionInput
+from agent.state import AnswerOutput, QuestionInput, RunState
 from agent.steps.equivalence import Equivalence, get_equivalence, semantic_sets
 from agent.text import normalize_answer, render_passages, states_nothing, supporting_ids
 
@@ -127,7 +127,7 @@ class SunarOutput(AnswerOutput, total=False):
     reasoning: str  # MER's step-by-step reasoning behind the answer ('' for a short answer or without MER)
 
 
-class SunarState(QuestionInput, SunarOutput, total=False):
+class SunarState(QuestionInput, SunarOutput, RunState, total=False):
     sub_question: str  # the pending sub-question; '' once decompose stops
     draft_answer: str  # Self-Ask's own final answer, the fallback of meta_reason
     ranked: list[Passage]  # R+ of the pending sub-question, best first

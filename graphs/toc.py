@@ -29,7 +29,6 @@ from langgraph.graph import END, START, StateGraph
 from langgraph.runtime import Runtime
 from langgraph.types import Send
 from pydantic import BaseModel, Field
-from typing_extensions import TypedDict
 
 from agent.answer_step import (
     AnswerOptions,
@@ -48,7 +47,7 @@ from agent.nodes import llm_node
 from agent.retrieval.embeddings import embed
 from agent.retrieval.pipeline import Reranker, rank_pool
 from agent.schemas import Disambiguation, Passage, TrueFalse, UsageReport
-from agent.state import QuestionInput
+from agent.state import QuestionInput, RunState
 from agent.steps import rac
 from agent.steps.checks import Check, foreign_figures
 from agent.text import normalize_answer, passage_text, supporting_ids
@@ -131,7 +130,7 @@ class TocOutput(ReviewedOutput, total=False):
     restored: int  # verification-pruned nodes that undo-pruning gave back to the answer
 
 
-class TocState(QuestionInput, TocOutput, AnswerStepState, total=False):
+class TocState(QuestionInput, TocOutput, AnswerStepState, RunState, total=False):
     pool: list[Passage]  # the candidate pool retrieved once for the AQ
     queue: list[int]  # ids of the nodes waiting for expansion, in BFS order
     frontier: list[int]  # the head of the queue that the next BFS round expands
@@ -140,7 +139,7 @@ class TocState(QuestionInput, TocOutput, AnswerStepState, total=False):
     failed_streak: int
 
 
-class ExpandInput(TypedDict):
+class ExpandInput(RunState):  # the run's window cut goes in and comes back (max)
     node: TreeNode
     root_question: str
     root_pool: list[Passage]
@@ -372,7 +371,13 @@ def explore(state: TocState) -> list[Send] | Literal["generate"]:
     return [
         Send(
             "expand",
-            {"node": state["tree"][i], "root_question": state["question"], "root_pool": state["pool"], "known": known},
+            {
+                "node": state["tree"][i],
+                "root_question": state["question"],
+                "root_pool": state["pool"],
+                "known": known,
+                "window_cut": state.get("window_cut", 0),
+            },
         )
         for i in state["frontier"]
     ]

@@ -31,7 +31,7 @@ from agent.llm.prompts import demonstration
 from agent.nodes import llm_node
 from agent.retrieval.embeddings import embed
 from agent.schemas import Disambiguation, Execution, Passage, QAPair
-from agent.state import QuestionInput
+from agent.state import QuestionInput, RunState
 from agent.steps import conflict
 from agent.steps.checks import Check, foreign_figures
 from agent.steps.conflict import Conflict, SettleOptions
@@ -80,7 +80,7 @@ class VerdictOutput(ReviewedOutput, total=False):
     conflicts: list[Conflict]  # with settle_conflicts: the answers that disagreed and what was dropped
 
 
-class VerdictState(QuestionInput, VerdictOutput, AnswerStepState, total=False):
+class VerdictState(QuestionInput, VerdictOutput, AnswerStepState, RunState, total=False):
     pass
 
 
