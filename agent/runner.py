@@ -22,6 +22,7 @@ from agent.questions import validate_question
 from agent.registry import load_graph
 from agent.retrieval.pipeline import search as pipeline_search
 from agent.schemas import Passage, RunResult
+from agent.sync import iterate_sync
 from agent.threads import ClarifyResult, Thread, Threads, clarify_result, open_threads
 from agent.tracing import run_config
 
@@ -222,7 +223,7 @@ async def aclarify(
     on_node: NodeCallback | None = None,
     **options: Any,
 ) -> ClarifyResult:
-    """``clarify`` for an event loop; the checkpointer is synchronous, so the run goes to a worker thread."""
+    """``clarify`` for an event loop; a thread's claim and state are read synchronously, so it goes to a worker thread."""
     return await asyncio.to_thread(clarify, question, llm=llm, collection=collection, on_node=on_node, **options)
 
 
@@ -283,11 +284,11 @@ def lookup(ids: list[str], collection: str | None = None) -> list[Passage]:
 def _stream(
     graph: Any, inputs: Any, context: Any, config: dict | None, modes: list[str]
 ) -> Iterator[tuple[tuple[str, ...], str, Any]]:
-    """(namespace, mode, chunk) of ``modes``: node updates as they finish, the output values, the LLM's tokens.
+    """(namespace, mode, chunk) of ``modes``: node updates as they finish, the output values, the LLM's tokens; the
+    graph streams on the background loop (``agent.sync``) while this thread consumes.
 
     The run gets a fresh context: called from inside another graph (a tool in an agent), LangGraph would otherwise
     take it for a subgraph of that run and send its updates to the parent's stream instead of ours.
     """
-    fresh = contextvars.Context()
-    chunks = graph.stream(inputs, config, context=context, stream_mode=modes, subgraphs=True)
-    yield from iter(lambda: fresh.run(next, chunks, None), None)
+    chunks = graph.astream(inputs, config, context=context, stream_mode=modes, subgraphs=True)
+    return iterate_sync(chunks, contextvars.Context())

@@ -25,13 +25,13 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import TYPE_CHECKING, Any, Literal, cast
 
-from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 from langgraph.checkpoint.sqlite import SqliteSaver
 from langgraph.types import StateSnapshot
 from pydantic import BaseModel, Field
 
 from agent.errors import StoreError, ThreadBusyError, UnknownThreadError
-from agent.registry import checkpoint_types, method_module
+from agent.registry import method_module
+from agent.savers import checkpoint_serde, sqlite_saver, threaded_postgres_saver
 from agent.schemas import Disambiguation
 from agent.settings import get_settings
 
@@ -88,7 +88,7 @@ class Threads:
 
     def __init__(self, location: str, postgres: bool):
         self.location, self.postgres = location, postgres
-        self.saver = _postgres_saver(location, checkpoint_serde()) if postgres else sqlite_saver(location)
+        self.saver = _postgres_saver(location) if postgres else sqlite_saver(location)
         self.graph = method_module("router").build(self.saver)
         self._ready = False
         self._lock = threading.Lock()
@@ -227,19 +227,8 @@ def _threads(location: str, postgres: bool) -> Threads:
     return Threads(location, postgres)
 
 
-def checkpoint_serde() -> JsonPlusSerializer:
-    """The serializer of every checkpoint we write: it accepts the pydantic models a method's state may hold."""
-    return JsonPlusSerializer(allowed_msgpack_modules=checkpoint_types())
-
-
-def sqlite_saver(path: str) -> SqliteSaver:
-    """A checkpointer over the SQLite file ``path``, shared by threads (its calls take the saver's lock)."""
-    return SqliteSaver(sqlite3.connect(path, check_same_thread=False), serde=checkpoint_serde())
-
-
-def _postgres_saver(url: str, serde: JsonPlusSerializer) -> PostgresSaver:
+def _postgres_saver(url: str) -> PostgresSaver:
     """A saver over a connection pool: connections are checked before use, and remade when the database returns."""
-    from langgraph.checkpoint.postgres import PostgresSaver
     from psycopg.rows import dict_row
     from psycopg_pool import ConnectionPool
 
@@ -253,7 +242,7 @@ def _postgres_saver(url: str, serde: JsonPlusSerializer) -> PostgresSaver:
     pool.open(wait=False)
     atexit.register(pool.close)
     logging.getLogger("psycopg.pool").setLevel(logging.ERROR)  # its retry warnings repeat what the StoreError says
-    return PostgresSaver(pool, serde=serde)
+    return threaded_postgres_saver()(pool, serde=checkpoint_serde())
 
 
 def _pool(saver: PostgresSaver) -> ConnectionPool[Connection[DictRow]]:

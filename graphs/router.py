@@ -13,7 +13,6 @@ import operator
 import re
 from typing import Annotated, Any, Literal, get_args
 
-from langchain_core.runnables import RunnableLambda
 from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.graph import StateGraph
 from langgraph.runtime import Runtime, get_runtime
@@ -72,10 +71,7 @@ async def type_ambiguity(state: RouterState, runtime: Runtime[RouterContext]) ->
 
 
 def delegate(method: Method) -> Any:
-    """The node that answers with ``method``'s graph, run as a subgraph of this run (its nodes stream with ours).
-
-    Sync and async twins: a synchronous run of the router (the clarify threads', an eval's with checkpoints) lends the
-    subgraph its synchronous saver, which an awaited subgraph could not use."""
+    """The node that answers with ``method``'s graph, run as a subgraph of this run (its nodes stream with ours)."""
     subgraph = METHOD_GRAPHS[method]
 
     def inputs(state: RouterState) -> dict[str, Any]:
@@ -88,13 +84,11 @@ def delegate(method: Method) -> Any:
     def answered(result: dict[str, Any]) -> dict[str, Any]:
         return {**{k: result[k] for k in CONTRACT if k in result}, "route": method}
 
-    def answer(state: RouterState) -> dict[str, Any]:
-        return answered(subgraph.invoke(inputs(state), context=context()))
-
-    async def aanswer(state: RouterState) -> dict[str, Any]:
+    async def answer(state: RouterState) -> dict[str, Any]:
         return answered(await subgraph.ainvoke(inputs(state), context=context()))
 
-    return RunnableLambda(answer, afunc=aanswer, name=method)
+    answer.__name__ = method
+    return answer
 
 
 async def interpret(state: RouterState, runtime: Runtime[RouterContext]) -> dict:
@@ -153,7 +147,7 @@ def chosen_readings(state: RouterState) -> list[Send]:
 
 def answer_reading() -> Any:
     """The node that answers one chosen interpretation with rag, run as a subgraph of this run (each task has its own
-    checkpoint namespace, so its nodes, tokens and traces reach the caller). Sync and async twins, as ``delegate``."""
+    checkpoint namespace, so its nodes, tokens and traces reach the caller)."""
     rag = METHOD_GRAPHS["rag"]
 
     def context() -> Any:
@@ -162,13 +156,10 @@ def answer_reading() -> Any:
     def answered(question: str, result: dict[str, Any]) -> dict[str, Any]:
         return {"readings_answered": [{"reading": question, **{k: result[k] for k in CONTRACT if k in result}}]}
 
-    def answer(task: dict[str, Any]) -> dict[str, Any]:
-        return answered(task["question"], rag.invoke({"question": task["question"]}, context=context()))
-
-    async def aanswer(task: dict[str, Any]) -> dict[str, Any]:
+    async def answer_reading(task: dict[str, Any]) -> dict[str, Any]:
         return answered(task["question"], await rag.ainvoke({"question": task["question"]}, context=context()))
 
-    return RunnableLambda(answer, afunc=aanswer, name="answer_reading")
+    return answer_reading
 
 
 def answer_chosen(state: RouterState) -> dict:

@@ -9,7 +9,7 @@ import threading
 import pytest
 
 import agent
-from agent.nodes import run_sync
+from agent.sync import run_sync
 from tests.test_diva import PREMIERE, QUESTION, script
 
 BACKGROUND = "ambigqa-async-nodes"
@@ -38,17 +38,50 @@ def test_run_drives_the_same_nodes_on_the_background_loop(collection, scripted):
     assert max(c.started for c in verify) < min(c.ended for c in verify)  # still concurrent
 
 
-def test_the_graphs_answer_through_either_langgraph_api(collection, scripted):
+def test_the_graphs_run_under_the_async_api_and_sync_callers_go_through_the_bridge(collection, scripted):
     from agent.context import RunContext, make_context
     from graphs.rag import graph
 
     name, _ = scripted({"rag_extract": f"DQ 1: {PREMIERE}\nDA 1: 4 November 2001", "rag_generate": "Answer: In 2001."})
     context = make_context(graph.context_schema, {"llm": name, "collection": collection})
     assert isinstance(context, RunContext)
-    sync = graph.invoke({"question": QUESTION}, context=context)
     awaited = asyncio.run(graph.ainvoke({"question": QUESTION}, context=context))
-    assert sync["answer"] == awaited["answer"] == "In 2001."
-    assert [d.answer for d in sync["disambiguations"]] == ["4 November 2001"]
+    bridged = run_sync(graph.ainvoke({"question": QUESTION}, context=context))
+    assert bridged["answer"] == awaited["answer"] == "In 2001."
+    assert [d.answer for d in bridged["disambiguations"]] == ["4 November 2001"]
+    with pytest.raises(TypeError, match=r"No synchronous function provided to \"rag_extract\""):
+        graph.invoke({"question": QUESTION}, context=context)  # LangGraph's own word: use the async API
+
+
+def test_iterate_sync_streams_as_items_come_and_closing_it_cancels_the_stream():
+    from agent.sync import iterate_sync
+
+    request = contextvars.ContextVar("request", default="none")
+    produced, cancelled = [], threading.Event()
+
+    async def numbers():
+        try:
+            for n in range(100):
+                produced.append(n)
+                yield n, request.get(), threading.current_thread().name
+                await asyncio.sleep(0.01)
+        except asyncio.CancelledError:
+            cancelled.set()
+            raise
+
+    request.set("caller")
+    stream = iterate_sync(numbers())
+    assert next(stream) == (0, "caller", BACKGROUND) and next(stream)[0] == 1
+    stream.close()
+    assert cancelled.wait(5) and len(produced) < 100
+
+    async def fail():
+        yield 1
+        raise ValueError("bad chunk")
+
+    with pytest.raises(ValueError, match="bad chunk"):
+        list(iterate_sync(fail()))
+    assert list(iterate_sync(numbers(), contextvars.Context()))[0][1] == "none"  # a fresh context when asked
 
 
 def test_run_sync_keeps_the_callers_context_works_under_a_running_loop_and_raises_what_failed():
@@ -102,7 +135,7 @@ def test_async_http_clients_belong_to_one_event_loop_each(chat_endpoint, collect
         get_settings.cache_clear()
 
 
-def test_llm_node_accounts_every_call_it_makes_under_its_name_in_both_apis(scripted):
+def test_llm_node_accounts_every_call_it_makes_under_its_name_on_any_loop(scripted):
     """Usage is added where nodes are wrapped: concurrent calls, a call on a worker thread and a retried call all
     count, under the node's name, and a node that calls nothing adds no usage."""
     from langgraph.graph import END, START, StateGraph
@@ -132,10 +165,9 @@ def test_llm_node_accounts_every_call_it_makes_under_its_name_in_both_apis(scrip
         builder.add_edge("idle", END)
         return builder.compile()
 
-    for invoke in ("invoke", "ainvoke"):
+    for drive in (asyncio.run, run_sync):
         name, model = scripted({"closed_book": ["%%%", "Answer: 2001", "Answer: 2001", "Answer: 2001"]})
         graph = build(LLMOptions(llm=name))
-        run = getattr(graph, invoke)({"question": QUESTION})
-        result = asyncio.run(run) if invoke == "ainvoke" else run
+        result = drive(graph.ainvoke({"question": QUESTION}))
         assert len(model.calls) == 4 and set(result["usage"].by_node) == {"think"}
         assert result["usage"].by_node["think"].calls == 4 and result["usage"].total.calls == 4

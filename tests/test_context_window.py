@@ -85,14 +85,15 @@ def test_every_diva_node_that_overflows_runs_again_and_the_run_makes_the_same_ca
 def test_the_cut_belongs_to_the_run_not_to_its_options(scripted):
     """Two runs with one context object: the second starts from the whole casebook again, and the options are as given."""
     from agent.context import make_context
+    from agent.sync import run_sync
     from graphs.rag import graph
 
     tokens, _ = _unconstrained(scripted)
     name, model = scripted({"rag_extract": EXTRACT, "rag_generate": GENERATE}, context_window=tokens + 300 - 400)
     context = make_context(graph.context_schema, {"llm": name, "passages": CENSUS})
     given = context.model_dump()
-    first = graph.invoke({"question": QUESTION}, context=context)
+    first = run_sync(graph.ainvoke({"question": QUESTION}, context=context))
     refused = len(model.refused)
-    second = graph.invoke({"question": QUESTION}, context=context)
+    second = run_sync(graph.ainvoke({"question": QUESTION}, context=context))
     assert refused and len(model.refused) == 2 * refused and first["answer"] == second["answer"]
     assert context.model_dump() == given and "window_cut" not in first  # kept in the run's state, not its output

@@ -4,6 +4,7 @@ import pytest
 
 import agent
 from agent.registry import METHODS, load_graph
+from agent.sync import run_sync
 
 QUESTION = "When did the Harry Potter film come out?"
 CONTRACT = {"answer", "disambiguations", "passages", "retrieved", "usage", "messages"}  # messages: agent.chat
@@ -86,7 +87,7 @@ def test_chat_messages_in_give_the_answer_as_an_ai_message(collection, method):
     graph = load_graph(method)
     context = make_context(graph.context_schema, {"llm": "fake", "collection": collection})
     earlier = [HumanMessage("Who wrote Hamlet?"), AIMessage("Shakespeare.")]
-    out = graph.invoke({"messages": [*earlier, HumanMessage(QUESTION)]}, context=context)
+    out = run_sync(graph.ainvoke({"messages": [*earlier, HumanMessage(QUESTION)]}, context=context))
     assert [m.type for m in out["messages"]] == ["human", "ai", "human", "ai"]  # the new turn answered, once
     reply = out["messages"][-1]
     assert reply.content.startswith(out["answer"].strip()) and out["answer"]
@@ -103,9 +104,8 @@ def test_a_question_given_as_text_joins_the_messages_as_the_human_turn(collectio
     from agent.context import make_context
 
     graph = load_graph("rag")
-    out = graph.invoke(
-        {"question": QUESTION}, context=make_context(graph.context_schema, {"llm": "fake", "collection": collection})
-    )
+    context = make_context(graph.context_schema, {"llm": "fake", "collection": collection})
+    out = run_sync(graph.ainvoke({"question": QUESTION}, context=context))
     assert [(m.type, m.content) for m in out["messages"][:1]] == [("human", QUESTION)]
     assert out["messages"][-1].type == "ai"
 
@@ -117,4 +117,6 @@ def test_a_graph_invoked_directly_refuses_a_bad_question_with_the_clis_error(col
 
     graph = load_graph("rag")
     with pytest.raises(InvalidQuestionError, match="the question is empty"):
-        graph.invoke(given, context=make_context(graph.context_schema, {"llm": "fake", "collection": collection}))
+        run_sync(
+            graph.ainvoke(given, context=make_context(graph.context_schema, {"llm": "fake", "collection": collection}))
+        )

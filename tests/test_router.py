@@ -1,12 +1,11 @@
 """The router: typing sends N/A questions to rag and ambiguous ones to the configured method; clarify interrupts."""
 
-import sqlite3
-
 import pytest
-from langgraph.checkpoint.sqlite import SqliteSaver
 from langgraph.types import Command
 
 import agent
+from agent.savers import sqlite_saver
+from agent.sync import run_sync
 from agent.text import without_citations
 from graphs.router import RouterContext, build
 
@@ -51,17 +50,17 @@ def test_clarify_interrupts_with_the_interpretations_and_answers_the_chosen_one(
     db = tmp_path / "checkpoints.sqlite"
     thread = {"configurable": {"thread_id": "t1"}}
     context = RouterContext(llm=name, collection=collection, clarify=True)
-    connection = sqlite3.connect(db, check_same_thread=False)
-    first = build(SqliteSaver(connection)).invoke({"question": QUESTION}, thread, context=context)
-    connection.close()
+    saver = sqlite_saver(str(db))
+    first = run_sync(build(saver).ainvoke({"question": QUESTION}, thread, context=context))
+    saver.conn.close()
     prompt = first["__interrupt__"][0].value
     assert prompt["interpretations"] == [
         "When was the world premiere of the film?",
         "When was the film released in US cinemas?",
     ]
-    connection = sqlite3.connect(db, check_same_thread=False)  # reopened, as a new process would
-    final = build(SqliteSaver(connection)).invoke(Command(resume=[2]), thread, context=context)
-    connection.close()
+    saver = sqlite_saver(str(db))  # reopened, as a new process would
+    final = run_sync(build(saver).ainvoke(Command(resume=[2]), thread, context=context))
+    saver.conn.close()
     assert final["chosen"] == ["When was the film released in US cinemas?"]
     assert without_citations(final["answer"]) == "It premiered on 4 November 2001."
     assert model.prompts() == ["type_ambiguity", "interpret", "rag_extract", "rag_generate"]
@@ -84,17 +83,17 @@ def test_studio_draws_every_delegated_method_as_a_subgraph():
 def test_clarify_offers_at_most_max_interpretations(collection, scripted, tmp_path):
     name, _ = scripted({**SCRIPT, "type_ambiguity": AMBIGUOUS})
     context = RouterContext(llm=name, collection=collection, clarify=True, max_interpretations=1)
-    connection = sqlite3.connect(tmp_path / "checkpoints.sqlite", check_same_thread=False)
-    first = build(SqliteSaver(connection)).invoke(
-        {"question": QUESTION}, {"configurable": {"thread_id": "t"}}, context=context
+    saver = sqlite_saver(str(tmp_path / "checkpoints.sqlite"))
+    first = run_sync(
+        build(saver).ainvoke({"question": QUESTION}, {"configurable": {"thread_id": "t"}}, context=context)
     )
-    connection.close()
+    saver.conn.close()
     assert first["__interrupt__"][0].value["interpretations"] == ["When was the world premiere of the film?"]
 
 
 def test_clarify_answers_a_clear_question_through_its_method_under_the_threads_saver(collection, scripted, home):
     """A clear question in clarify mode goes straight to rag, whose async subgraph runs under the synchronous
-    checkpointer of the clarify threads (it used to stop with SqliteSaver's NotImplementedError)."""
+    checkpointer of the clarify threads (SqliteSaver alone has no async methods)."""
     name, model = scripted({**SCRIPT, "type_ambiguity": CLEAR})
     result = agent.clarify(QUESTION, llm=name, collection=collection)
     assert result.status == "answered" and result.route == "rag" and result.interpretations == []

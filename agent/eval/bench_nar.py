@@ -75,7 +75,7 @@ def _nar_question(sunar: Any, store: Any, contexts: dict[str, Any], example: Exa
     from langgraph.runtime import Runtime
 
     from agent.eval.metrics import support_recall
-    from agent.nodes import run_sync
+    from agent.sync import run_sync
 
     first_stage = [p.id for p in store.sparse_many([example.question], k)[0]]
     row: dict[str, Any] = {"bm25": support_recall(first_stage, example.supporting_ids)}

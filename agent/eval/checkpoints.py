@@ -60,7 +60,7 @@ class Checkpoints:
 
     @cached_property
     def saver(self) -> Any:
-        from agent.threads import sqlite_saver
+        from agent.savers import sqlite_saver
 
         return sqlite_saver(str(self.path))
 

@@ -33,6 +33,7 @@ from agent.registry import METHODS, load_graph
 from agent.runner import aclarify, aresume, namespace_names, output_of
 from agent.settings import Settings, get_settings, use_settings
 from agent.surfaces.guard import LOOPBACK_HOSTS, NEVER_FROM_A_REQUEST, Guard, Policy
+from agent.sync import iterate_sync, run_sync
 from agent.threads import ClarifyResult
 from agent.tracing import run_config
 
@@ -112,20 +113,13 @@ class GraphRunnable(Runnable):
         return {"config": run_config(self.name, context, dict(config or {})), "context": context}
 
     def invoke(self, input: dict, config: RunnableConfig | None = None, **kwargs: Any) -> dict:
-        return self.graph.invoke(input, **self._run(config))
+        return run_sync(self.ainvoke(input, config))
 
     async def ainvoke(self, input: dict, config: RunnableConfig | None = None, **kwargs: Any) -> dict:
         return await self.graph.ainvoke(input, **self._run(config))
 
     def stream(self, input: dict, config: RunnableConfig | None = None, **kwargs: Any) -> Iterator[dict]:
-        state: dict[str, Any] = {}
-        modes = ["updates", "values"]
-        for namespace, mode, chunk in self.graph.stream(input, **self._run(config), stream_mode=modes, subgraphs=True):
-            if mode == "updates":
-                yield from _events(namespace, chunk)
-            elif not namespace:
-                state = chunk
-        yield output_of(self.graph, state)
+        return iterate_sync(self.astream(input, config))
 
     async def astream(self, input: dict, config: RunnableConfig | None = None, **kwargs: Any) -> AsyncIterator[dict]:
         state: dict[str, Any] = {}
