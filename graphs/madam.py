@@ -6,7 +6,9 @@ correct answer with an explanation; the debate stops when no agent's answer chan
 Two defects of the official code are fixed: a single round returns its own aggregation (the official returns none),
 and an empty answer never counts as unchanged (the official's substring test calls "" unchanged against anything).
 The replies of the last round sit in the shared part of every agent's prompt and the agent's own document comes last,
-so the agents of a round share one prefix (``prompts/madam_debate.txt``).
+so the agents of a round share one prefix (``prompts/madam_debate.txt``). ``wording="official"`` runs the official
+code's instructions instead (in our words): a debating agent answers from its document and the other agents' replies,
+which it reads without its own, and the aggregator is not told which answers to leave out (notes/2026-12-madam-official.md).
 
 retrieve → agents → (unchanged since the last round? finish) → aggregate → (rounds left? agents) → finish
 """
@@ -23,18 +25,26 @@ from agent.chat import REPLY, add_chat_io
 from agent.context import RunContext, TopK, context_of
 from agent.llm.calls import Reply, aask, gather_concurrently
 from agent.llm.parsing import parse_agent_reply, parse_aggregation
+from agent.llm.prompts import load_preface
 from agent.nodes import llm_node
 from agent.schemas import Passage
 from agent.state import AnswerOutput, QuestionInput, RunState
 from agent.text import normalize_answer, passage_text
 
 UNKNOWN = "unknown"
+Wording = Literal["ours", "official"]
 
 
 class MadamContext(TopK, RunContext):
     temperature: float = Field(default=0.0, ge=0, le=2, description="sampling temperature (official code: greedy)")
     max_tokens: int = Field(default=128, ge=16, le=4096, description="max tokens per reply (official code: 128)")
     rounds: int = Field(default=3, ge=1, le=10, description="most debate rounds (official code: 3)")
+    wording: Wording = Field(
+        default="ours",
+        description="ours: agents keep an answer their document supports and read every reply from a shared prefix, "
+        "the aggregator leaves out answers other agents show wrong; official: the official code's instructions (an "
+        "agent answers from its document and the other agents' replies, without its own)",
+    )
 
 
 class AgentTurn(BaseModel):
@@ -71,25 +81,32 @@ def retrieve(state: MadamState, runtime: Runtime[MadamContext]) -> dict:
     return {"passages": documents, "retrieved": documents, "rounds": []}
 
 
-def _replies(turns: list[AgentTurn]) -> str:
-    return "\n".join(f"Agent {i}: {turn.reply}" for i, turn in enumerate(turns, 1))
+def _replies(turns: list[AgentTurn], leave_out: int = 0) -> str:
+    """The replies numbered by agent, without agent ``leave_out``'s (1-based; 0 leaves none out)."""
+    return "\n".join(f"Agent {i}: {turn.reply}" for i, turn in enumerate(turns, 1) if i != leave_out)
+
+
+def _prompt(step: str, wording: Wording) -> str:
+    return f"madam_{step}" if wording == "ours" else f"madam_{step}_official"
 
 
 async def agents(state: MadamState, runtime: Runtime[MadamContext]) -> dict:
-    """One round: every agent answers from its document, after the previous round's replies when there is one."""
+    """One round: every agent answers from its document, after the previous round's replies when there is one (with
+    ``wording="official"``, the other agents' replies only)."""
     ctx = context_of(runtime, MadamContext)
-    options, rounds = ctx.llm_options(), state["rounds"]
-    shared: dict[str, Any] = {"question": state["question"]}
-    if rounds:
-        shared["replies"] = _replies(rounds[-1].turns)
+    options, rounds, official = ctx.llm_options(), state["rounds"], ctx.wording == "official"
+    prompt = _prompt("debate" if rounds else "agent", ctx.wording)
 
     async def answer(numbered: tuple[int, Passage]) -> Reply[tuple[str, str]]:
         number, document = numbered
-        prompt = "madam_debate" if rounds else "madam_agent"
-        extra: dict[str, Any] = {"number": str(number)} if rounds else {}
+        extra: dict[str, Any] = {}
+        if rounds:
+            extra["replies"] = _replies(rounds[-1].turns, leave_out=number if official else 0)
+            if not official:
+                extra["number"] = str(number)
         return await aask(
             prompt, options, parse=parse_agent_reply, fallback=("", ""),
-            document=passage_text(document), **shared, **extra,
+            question=state["question"], document=passage_text(document), **extra,
         )  # fmt: skip
 
     documents = state["passages"]
@@ -116,8 +133,8 @@ async def aggregate(state: MadamState, runtime: Runtime[MadamContext]) -> dict:
     turns = rounds[-1].turns
     given = list(dict.fromkeys(t.answer for t in turns if t.answer and normalize_answer(t.answer) != UNKNOWN))
     reply = await aask(
-        "madam_aggregate", ctx.llm_options(), parse=parse_aggregation, fallback=(given, ""),
-        question=state["question"], replies=_replies(turns),
+        _prompt("aggregate", ctx.wording), ctx.llm_options(), parse=parse_aggregation, fallback=(given, ""),
+        question=state["question"], replies=_replies(turns), example=load_preface("madam_example"),
     )  # fmt: skip
     answers, explanation = reply.value
     return {"rounds": [*rounds[:-1], rounds[-1].model_copy(update={"answers": answers, "explanation": explanation})]}

@@ -113,3 +113,34 @@ def test_unusable_aggregations_fall_back_to_every_answer_an_agent_gave(scripted)
 def test_madam_retrieves_from_the_collection_when_no_passages_are_given(collection):
     result = agent.run("When did the Harry Potter film come out?", method="madam", llm="fake", collection=collection)
     assert len(result.passages) == 5 and result.extra["rounds"] and result.answer
+
+
+def test_the_official_wording_shows_a_debating_agent_the_other_replies_only(scripted):
+    name, model = scripted(
+        {
+            "madam_agent_official": agent_replies(),
+            "madam_debate_official": agent_replies({"misinfo": "1963"}),
+            "madam_aggregate_official": aggregate,
+        }
+    )
+    result = agent.run(QUESTION, method="madam", llm=name, passages=DOCS, wording="official")
+    assert set(model.prompts()) == {"madam_agent_official", "madam_debate_official", "madam_aggregate_official"}
+    debate = [c for c in model.calls if c.prompt == "madam_debate_official"][:4]
+    for call in debate:
+        own = [d["id"] for d in DOCS].index(_document(call)) + 1
+        shown = re.findall(r"^Agent (\d+): ", call.user, re.MULTILINE)
+        assert shown == [str(i) for i in range(1, 5) if i != own]  # the others, in their own numbers
+        assert "You are Agent" not in call.user and "Keep an answer" not in call.system
+    aggregations = [c for c in model.calls if c.prompt == "madam_aggregate_official"]
+    assert "Leave out" not in aggregations[0].system and "Jordan Hale" in aggregations[0].system
+    answers = {a.answer: a.passage_ids for a in result.extra["answers"]}
+    assert answers["1963"] == ["player", "misinfo"] and result.extra["rejected_ids"] == ["noise"]
+
+
+def test_both_wordings_share_the_aggregators_worked_example():
+    from agent.llm.prompts import load_preface, load_prompt
+
+    example = load_preface("madam_example")
+    assert example.startswith("Example") and "All Correct Answers:" in example
+    for name in ("madam_aggregate", "madam_aggregate_official"):
+        assert load_prompt(name).instruction.template.rstrip().endswith("$example")

@@ -394,7 +394,7 @@ def _demo_verdict_answer(call: ScriptedCall) -> str:
 
 
 def _demo_madam_agent(call: ScriptedCall) -> str:
-    document = call.user.split("document:", 1)[-1]
+    document = re.split(r"document:", call.user, maxsplit=1, flags=re.IGNORECASE)[-1].split("The other agents'")[0]
     fact = _FACT.search(document)
     if not fact:
         return "Answer: unknown. Explanation: The document does not say."
@@ -441,6 +441,9 @@ DEMO_SCRIPT: dict[str, Reply] = {
     "madam_agent": _demo_madam_agent,
     "madam_debate": _demo_madam_agent,
     "madam_aggregate": _demo_madam_aggregate,
+    "madam_agent_official": _demo_madam_agent,
+    "madam_debate_official": _demo_madam_agent,
+    "madam_aggregate_official": _demo_madam_aggregate,
     "eval_verify": "Yes",
     "eval_match": _demo_match,
     "eval_dedup": _demo_dedup,
