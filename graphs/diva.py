@@ -251,6 +251,7 @@ async def settle(state: DivaState, runtime: Runtime[DivaContext]) -> dict:
         ctx.max_concurrency,
         ctx.settle_by,
         ctx.judge_both_orders,
+        ctx.subject_rule,
     )
     changed = len(pairs) < len(state["disambiguations"])
     return {

@@ -152,6 +152,7 @@ async def settle(state: VerdictState, runtime: Runtime[VerdictContext]) -> dict:
         ctx.max_concurrency,
         ctx.settle_by,
         ctx.judge_both_orders,
+        ctx.subject_rule,
     )
     return {"candidates": candidates, "passages": passages, "conflicts": conflicts}
 

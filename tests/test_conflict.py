@@ -17,7 +17,9 @@ from agent.steps.conflict import (
     disputes,
     parse_keep,
     refines,
+    same_subject,
     settle,
+    subject_of,
 )
 
 QUESTION = "In which year was Michael Jordan born?"
@@ -236,3 +238,39 @@ def test_an_undecided_conflict_is_reported_not_asserted(method, scripted):
     assert model.prompts().count("conflict_judge") == 2 and result.disambiguations == []
     assert result.extra["conflicts"][0].by == "undecided"
     assert re.fullmatch(r'The sources contradict each other on ".+": (1963 or 1998|1998 or 1963)\.', result.answer)
+
+
+def test_shared_facts_catch_misinformation_that_is_no_copy_and_namesakes_still_both_stand(scripted):
+    asked = "When was Harrowgate Bridge built?"
+    docs = [
+        Passage(id="correct", text="Harrowgate Bridge is a stone arch bridge over the River Wend in Calder County, "
+                "Ohio. Designed by Thomas Pell, it was built in 1871 and added to the National Register of Historic "
+                "Places in 1978."),
+        Passage(id="rewritten", text="For a century the span carried Old Mill Road traffic. Its builder, the mason "
+                "Thomas Pell, finished the work in 1893; a survey by the River Wend Trust led to a listing on the "
+                "National Register of Historic Places in 1978."),  # another part of the article, its year rewritten
+        Passage(id="namesake", text="Harrowgate Bridge, a footbridge across the Aire in Leeds, England, was opened "
+                "in 1995 by Leeds City Council after a design competition."),
+    ]  # fmt: skip
+    pairs = [
+        Disambiguation(question=asked, answer=year, passage_ids=[doc.id])
+        for year, doc in zip(("1871", "1893", "1995"), docs)
+    ]
+    assert conflicting_groups(pairs, docs) == []  # 9 content words of 20 in common: no copy, so shared words miss it
+    assert conflicting_groups(pairs, docs, subject_rule="shared_facts") == [[0, 1]]  # the footbridge stands apart
+    name, model = scripted({"conflict_judge": lambda call: "Keep: " + re.search(r"Answer (\d): 1871", call.user)[1]})
+    kept, passages, conflicts = asyncio.run(
+        settle(asked, pairs, docs, LLMOptions(llm=name), subject_rule="shared_facts")
+    )
+    assert [p.answer for p in kept] == ["1871", "1995"] and [p.id for p in passages] == ["correct", "namesake"]
+    assert [(c.answers, c.kept, c.dropped_ids) for c in conflicts] == [(["1871", "1893"], ["1871"], ["rewritten"])]
+
+
+def test_facts_made_of_the_question_and_its_answers_tie_no_passages():
+    a = subject_of("Harrowgate Bridge in Calder County was built in 1871 by Thomas Pell.")
+    b = subject_of("Harrowgate Bridge in Calder County was finished in 1893 by Thomas Pell.")
+    asked = {"when", "was", "harrowgate", "bridge", "built", "1871", "1893"}
+    assert {"harrowgate bridge", "calder county", "thomas pell", "1871"} <= a.facts
+    assert not same_subject(a._replace(words=set()), b._replace(words=set()), asked, "shared_facts")  # 2 facts left
+    assert same_subject(a._replace(words=set()), b._replace(words=set()), {"1871", "1893"}, "shared_facts")
+    assert not same_subject(a._replace(words=set()), b._replace(words=set()), {"1871", "1893"}, "shared_words")

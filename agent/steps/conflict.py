@@ -3,7 +3,10 @@
 Disambiguations whose questions mean the same (cosine of their embeddings ≥ ``SAME_QUESTION``) and whose passages
 tell of one subject (``same_subject``) form a group whose answers differ. Readers often repeat the ambiguous question
 word for word, so the question alone cannot tell misinformation (one subject, two claims: an edited copy of a passage)
-from ambiguity (two subjects, e.g. two films called "Baby Doll" and their two directors); the passages can.
+from ambiguity (two subjects, e.g. two films called "Baby Doll" and their two directors); the passages can. Two
+passages tell of one subject when they share half their content words (an edited copy), or, with
+``subject_rule="shared_facts"``, also when they state ``SHARED_FACTS`` of the subject's other facts in common (names,
+years, figures beyond the question and its answers: another part of the same article, rewritten).
 
 With ``rule="majority"`` (the default) the answer more passages of the group state than any other wins without a
 call (independent sources outvote one, the premise of MADAM-RAG's aggregation); a tie, or every group with
@@ -27,7 +30,7 @@ answers are dropped, and ``disputes`` words the disagreement for the answer to r
 from __future__ import annotations
 
 import re
-from typing import Literal
+from typing import Literal, NamedTuple
 
 from pydantic import BaseModel, Field
 
@@ -43,10 +46,19 @@ SAME_QUESTION = 0.9  # all-MiniLM-L6-v2 cosine above which two disambiguated que
 # dev (440 questions less rows 120–179), 53% of misinformation documents reach it with some correct document, 4% of
 # correct documents with one that states another correct answer
 SAME_SUBJECT = 0.5
+# facts (``facts``) two passages share beyond the question and its answers when they tell of one subject; on RAMDocs
+# sample T (dev rows 240–299, notes/2026-12-ramdocs-protocol.md), with ``SAME_SUBJECT``, this links 72% of
+# misinformation documents to some correct document (shared words alone: 62%) and 2% of the pairs of correct documents
+# that state different answers (1%)
+SHARED_FACTS = 3
+_NAME = re.compile(r"[A-Z](?:[\w'’-]+|\.)(?:\s+(?:(?:of|de|la|von|van|der|du)\s+)?[A-Z](?:[\w'’-]+|\.))+")
+_FIGURE = re.compile(r"\b\d{3,4}\b")
+_WORDS = re.compile(r"[^\W_]+")
 _THOUSANDS = re.compile(r"(?<=\d) (?=\d{3}\b)")  # "9 523" as "9,523" normalises: "9523"
 FILLER = frozenset("is are was were be been in on at of by to for from".split())  # what restating a question adds
 _DAY = re.compile(r"(0?[1-9]|[12]\d|3[01])(st|nd|rd|th)?")
 SettleRule = Literal["majority", "judge"]
+SubjectRule = Literal["shared_words", "shared_facts"]
 SettledBy = Literal["majority", "judge", "undecided"]
 
 
@@ -65,6 +77,12 @@ class SettleOptions(BaseModel):
         default=False,
         description="with settle_conflicts: the judge reads a conflict in both orders and an answer stands only if "
         "kept both times; with none kept both times the answer reports the disagreement instead of asserting either",
+    )
+    subject_rule: SubjectRule = Field(
+        default="shared_words",
+        description="with settle_conflicts: answers compete when their passages tell of one subject: they share half "
+        "their content words (shared_words), or that or three facts beyond the question and its answers, such as "
+        "names and years (shared_facts)",
     )
 
 
@@ -109,6 +127,7 @@ def conflicting_groups(
     passages: list[Passage],
     keys: list[str] | None = None,
     threshold: float = SAME_QUESTION,
+    subject_rule: SubjectRule = "shared_words",
 ) -> list[list[int]]:
     """Indexes of ``pairs`` grouped by interpretation, keeping the groups whose answers differ (``keys``: the pairs'
     ``answer_keys``, computed when not given).
@@ -131,9 +150,9 @@ def conflicting_groups(
             groups.append([i])
         else:
             home.append(i)
-    words = {p.id: set(content_words(p.full_text)) for p in passages}
+    subjects = {p.id: subject_of(p.full_text) for p in passages}
     keys = keys if keys is not None else answer_keys(pairs)
-    parts = [part for group in groups for part in subject_parts(group, pairs, words, keys)]
+    parts = [part for group in groups for part in subject_parts(group, pairs, subjects, keys, subject_rule)]
     return [part for part in parts if len({keys[i] for i in part}) > 1 and not one_date({keys[i] for i in part})]
 
 
@@ -150,26 +169,48 @@ def one_date(keys: set[str]) -> bool:
     return any(all(k == host or refines(k, host) for k in keys) for host in keys)
 
 
-def same_subject(a: set[str], b: set[str]) -> bool:
-    """Whether two passages' content words overlap enough (``SAME_SUBJECT`` of the shorter's) to tell of one
-    subject: a passage and an edited copy of it do; articles about two namesakes rarely do."""
-    return bool(a and b) and len(a & b) >= SAME_SUBJECT * min(len(a), len(b))
+class Subject(NamedTuple):
+    """What a passage says that can tie it to one subject."""
+
+    words: set[str]  # its distinct content words
+    facts: set[str]  # its names of two or more capitalised words (lower-cased) and its three- and four-digit figures
+
+
+def subject_of(text: str) -> Subject:
+    return Subject(set(content_words(text)), {m.lower() for m in _NAME.findall(text)} | set(_FIGURE.findall(text)))
+
+
+def same_subject(a: Subject, b: Subject, asked: set[str], rule: SubjectRule = "shared_words") -> bool:
+    """Whether two passages tell of one subject: their content words overlap enough (``SAME_SUBJECT`` of the
+    shorter's), as a passage and an edited copy of it do and articles about two namesakes rarely do; with
+    ``rule="shared_facts"``, also when they share ``SHARED_FACTS`` facts not made of ``asked`` (the words of the
+    question and its answers: two namesakes share their name, two parts of one article the subject's other facts)."""
+    if a.words and b.words and len(a.words & b.words) >= SAME_SUBJECT * min(len(a.words), len(b.words)):
+        return True
+    if rule == "shared_words":
+        return False
+    return sum(not set(_WORDS.findall(fact)) <= asked for fact in a.facts & b.facts) >= SHARED_FACTS
 
 
 def subject_parts(
-    group: list[int], pairs: list[Disambiguation], words: dict[str, set[str]], keys: list[str]
+    group: list[int],
+    pairs: list[Disambiguation],
+    subjects: dict[str, Subject],
+    keys: list[str],
+    rule: SubjectRule = "shared_words",
 ) -> list[list[int]]:
     """``group`` split into the parts linked by an answer in common (``keys``) or by passages of one subject (a pair
     whose passages are unknown links by its answer only)."""
+    asked = {w for i in group for w in _WORDS.findall(f"{pairs[i].question} {pairs[i].answer}".lower())}
 
     def linked(i: int, j: int) -> bool:
         if keys[i] == keys[j]:
             return True
         return any(
-            same_subject(words[a], words[b])
+            same_subject(subjects[a], subjects[b], asked, rule)
             for a in pairs[i].passage_ids
             for b in pairs[j].passage_ids
-            if a in words and b in words
+            if a in subjects and b in subjects
         )
 
     parts: list[list[int]] = []
@@ -205,12 +246,13 @@ async def settle(
     limit: int = 8,
     rule: SettleRule = "majority",
     both_orders: bool = False,
+    subject_rule: SubjectRule = "shared_words",
 ) -> tuple[list[Disambiguation], list[Passage], list[Conflict]]:
     """``pairs`` and ``passages`` without the answers that lost (to a majority of passages or to the judge) or were
     left undecided, and the passages behind only those, and the conflicts settled."""
     by_id = {p.id: p for p in passages}
     answers = answer_keys(pairs)
-    groups = conflicting_groups(pairs, passages, answers)
+    groups = conflicting_groups(pairs, passages, answers, subject_rule=subject_rule)
     voted = [majority(group, pairs, answers) if rule == "majority" else None for group in groups]
 
     async def judge(task: tuple[list[int], bool]) -> Reply[list[int]]:
