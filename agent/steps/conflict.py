@@ -53,7 +53,6 @@ SAME_SUBJECT = 0.5
 SHARED_FACTS = 3
 _NAME = re.compile(r"[A-Z](?:[\w'’-]+|\.)(?:\s+(?:(?:of|de|la|von|van|der|du)\s+)?[A-Z](?:[\w'’-]+|\.))+")
 _FIGURE = re.compile(r"\b\d{3,4}\b")
-_WORDS = re.compile(r"[^\W_]+")
 _THOUSANDS = re.compile(r"(?<=\d) (?=\d{3}\b)")  # "9 523" as "9,523" normalises: "9523"
 FILLER = frozenset("is are was were be been in on at of by to for from".split())  # what restating a question adds
 _DAY = re.compile(r"(0?[1-9]|[12]\d|3[01])(st|nd|rd|th)?")
@@ -183,13 +182,13 @@ def subject_of(text: str) -> Subject:
 def same_subject(a: Subject, b: Subject, asked: set[str], rule: SubjectRule = "shared_words") -> bool:
     """Whether two passages tell of one subject: their content words overlap enough (``SAME_SUBJECT`` of the
     shorter's), as a passage and an edited copy of it do and articles about two namesakes rarely do; with
-    ``rule="shared_facts"``, also when they share ``SHARED_FACTS`` facts not made of ``asked`` (the words of the
-    question and its answers: two namesakes share their name, two parts of one article the subject's other facts)."""
+    ``rule="shared_facts"``, also when they share ``SHARED_FACTS`` facts whose content words are not all in ``asked``
+    (those of the question and its answers: two namesakes share their name, two parts of one article the subject's other facts)."""
     if a.words and b.words and len(a.words & b.words) >= SAME_SUBJECT * min(len(a.words), len(b.words)):
         return True
     if rule == "shared_words":
         return False
-    return sum(not set(_WORDS.findall(fact)) <= asked for fact in a.facts & b.facts) >= SHARED_FACTS
+    return sum(not set(content_words(fact)) <= asked for fact in a.facts & b.facts) >= SHARED_FACTS
 
 
 def subject_parts(
@@ -201,7 +200,7 @@ def subject_parts(
 ) -> list[list[int]]:
     """``group`` split into the parts linked by an answer in common (``keys``) or by passages of one subject (a pair
     whose passages are unknown links by its answer only)."""
-    asked = {w for i in group for w in _WORDS.findall(f"{pairs[i].question} {pairs[i].answer}".lower())}
+    asked = {w for i in group for w in content_words(f"{pairs[i].question} {pairs[i].answer}")}
 
     def linked(i: int, j: int) -> bool:
         if keys[i] == keys[j]:
