@@ -241,8 +241,11 @@ def after_extract(state: DivaState, runtime: Runtime[DivaContext]) -> Literal["s
 
 
 async def settle(state: DivaState, runtime: Runtime[DivaContext]) -> dict:
-    """Disagreeing answers to one interpretation judged; I_g then reads what survived, not I_e's conversation."""
+    """Disagreeing answers to one interpretation judged; I_g then reads what survived, not I_e's conversation. With
+    settle_conflicts off (a replay forked before this node) it passes the state on."""
     ctx = context_of(runtime, DivaContext)
+    if not ctx.settle_conflicts:
+        return {}
     pairs, passages, conflicts = await conflict.settle(
         state["question"],
         state["disambiguations"],

@@ -142,8 +142,10 @@ def after_execute(state: VerdictState, runtime: Runtime[VerdictContext]) -> Lite
 
 async def settle(state: VerdictState, runtime: Runtime[VerdictContext]) -> dict:
     """Candidates of one interpretation that disagree are judged before consolidation; losers and the passages
-    behind only them leave."""
+    behind only them leave. With settle_conflicts off (a replay forked before this node) it passes the state on."""
     ctx = context_of(runtime, VerdictContext)
+    if not ctx.settle_conflicts:
+        return {}
     candidates, passages, conflicts = await conflict.settle(
         state["question"],
         state["candidates"],

@@ -2,6 +2,7 @@
 run again; the scripted model stands at the LLM boundary, the store and the checkpoint file are real."""
 
 import json
+import re
 import sqlite3
 
 import pytest
@@ -145,3 +146,51 @@ def test_a_replay_from_a_run_without_checkpoints_says_how_to_make_them(dataset, 
     )  # fmt: skip
     with pytest.raises(ConfigError, match="replay a run made with --checkpoints"):
         quiet(config)
+
+
+def test_a_replay_before_the_conflict_step_turns_it_off_or_changes_its_rule_over_the_same_readings(scripted, tmp_path):
+    """One VerDICt run with the step; replays from ``settle`` without it, and with it again: the readings are the
+    stored ones, so the step's effect is measured alone (issue 93's protocol)."""
+    from tests.test_eval_ramdocs import ROWS as RAMDOCS
+
+    dataset = tmp_path / "ramdocs.jsonl"
+    dataset.write_text(json.dumps(RAMDOCS[0]) + "\n")  # Michael Jordan: two namesakes and a wrong year
+    years = {"basketball player, was born in 1963": "1963", "scientist": "1956", "born in 1998": "1998"}
+
+    def execute(call):
+        year = next((y for phrase, y in years.items() if phrase in call.user), None)
+        return f"Interpretation: When was he born?\nAnswer: {year}" if year else "Answer: unknown"
+
+    def judge(call):
+        return "Keep: " + re.search(r"Answer (\d): 1963", call.user)[1]
+
+    def dropped(row):
+        return [i for c in row["records"].get("conflicts", []) for i in c["dropped_ids"]]
+
+    script = {"verdict_execute": execute, "conflict_judge": judge}
+    name, model = scripted(script, default="Yes")
+    stored = tmp_path / "stored"
+    on = {"verdict": {"settle_conflicts": True}}
+    base = EvalConfig(
+        dataset=dataset, methods=["verdict"], out=stored, collection="nothing", llm=name, checkpoints=True,
+        method_options=on,
+    )  # fmt: skip
+    quiet(base)
+    assert model.prompts().count("conflict_judge") == 1
+    assert dropped(rows_of(stored)["r1"]) == ["r1-d2"]
+
+    def replay(folder, options):
+        name, model = scripted(script, default="Yes")
+        config = EvalConfig(
+            dataset=dataset, methods=["verdict"], out=tmp_path / folder, collection="nothing", llm=name,
+            replay=stored, replay_at="settle", method_options={"verdict": options},
+        )  # fmt: skip
+        quiet(config)
+        return rows_of(tmp_path / folder)["r1"], model.prompts()
+
+    off, prompts = replay("off", {"settle_conflicts": False})
+    assert "verdict_execute" not in prompts and "conflict_judge" not in prompts  # the stored readings, unjudged
+    assert dropped(off) == [] and off["metrics"]["misinfo_stated"] == 1.0  # the wrong year reaches the answer
+    again, prompts = replay("again", {"settle_conflicts": True, "subject_rule": "shared_facts"})
+    assert "verdict_execute" not in prompts and prompts.count("conflict_judge") == 1
+    assert dropped(again) == ["r1-d2"] and again["metrics"]["misinfo_stated"] == 0.0
