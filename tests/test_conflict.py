@@ -274,3 +274,20 @@ def test_facts_made_of_the_question_and_its_answers_tie_no_passages():
     assert not same_subject(a._replace(words=set()), b._replace(words=set()), asked, "shared_facts")  # 2 facts left
     assert same_subject(a._replace(words=set()), b._replace(words=set()), {"1871", "1893"}, "shared_facts")
     assert not same_subject(a._replace(words=set()), b._replace(words=set()), {"1871", "1893"}, "shared_words")
+
+
+@pytest.mark.parametrize("module", ["graphs.diva", "graphs.verdict"])
+def test_the_settle_node_passes_the_state_on_when_the_step_is_off(module, scripted):
+    """A replay forked before ``settle`` with ``settle_conflicts=false`` measures the method without the step."""
+    import importlib
+
+    from langgraph.runtime import Runtime
+
+    graph = importlib.import_module(module)
+    schema = graph.DivaContext if module.endswith("diva") else graph.VerdictContext
+    name, model = scripted({"conflict_judge": "Keep: 1"})
+    state = {"question": QUESTION, "disambiguations": PAIRS, "candidates": PAIRS, "passages": PASSAGES}
+    off = Runtime(context=schema(llm=name, settle_conflicts=False))
+    assert asyncio.run(graph.settle(state, off)) == {} and not model.calls
+    on = Runtime(context=schema(llm=name, settle_conflicts=True))
+    assert asyncio.run(graph.settle(state, on))["conflicts"] and model.prompts() == ["conflict_judge"]
