@@ -3,9 +3,11 @@ passages behind only them dropped and reported; DIVA and VerDICt turn it on with
 embeddings; a scripted model at the LLM boundary."""
 
 import asyncio
+import importlib
 import re
 
 import pytest
+from langgraph.runtime import Runtime
 
 import agent
 from agent.llm.calls import LLMOptions
@@ -279,10 +281,6 @@ def test_facts_made_of_the_question_and_its_answers_tie_no_passages():
 @pytest.mark.parametrize("module", ["graphs.diva", "graphs.verdict"])
 def test_the_settle_node_passes_the_state_on_when_the_step_is_off(module, scripted):
     """A replay forked before ``settle`` with ``settle_conflicts=false`` measures the method without the step."""
-    import importlib
-
-    from langgraph.runtime import Runtime
-
     graph = importlib.import_module(module)
     schema = graph.DivaContext if module.endswith("diva") else graph.VerdictContext
     name, model = scripted({"conflict_judge": "Keep: 1"})
