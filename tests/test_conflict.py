@@ -289,3 +289,67 @@ def test_the_settle_node_passes_the_state_on_when_the_step_is_off(module, script
     assert asyncio.run(graph.settle(state, off)) == {} and not model.calls
     on = Runtime(context=schema(llm=name, settle_conflicts=True))
     assert asyncio.run(graph.settle(state, on))["conflicts"] and model.prompts() == ["conflict_judge"]
+
+
+def test_the_judge_rule_catches_misinformation_about_no_shared_fact_and_namesakes_still_both_stand(scripted):
+    asked = "Who designed the Lindqvist Tower?"
+    docs = [
+        Passage(id="holm", text="The Lindqvist Tower in Malmö, a 120-metre office block completed in 2004, was "
+                "designed by the architect Karin Holm for the developer Skanska."),
+        Passage(id="holm-2", text="Karin Holm's best-known building, the Lindqvist Tower, rises over the harbour of "
+                "Malmö; its twisted glass facade won the Kasper Salin Prize."),
+        Passage(id="rewritten", text="Named after a shipping magnate, the tower opened to tenants after years of "
+                "delays. Its designer was Per Ekdahl, whose plans were chosen in an open competition."),
+        Passage(id="duluth", text="The Lindqvist Tower in Duluth, Minnesota, is a brick water tower from 1911, "
+                "designed by the city engineer Thomas Avery."),
+    ]  # fmt: skip
+    pairs = [
+        Disambiguation(question=asked, answer=name, passage_ids=[doc.id])
+        for name, doc in zip(("Karin Holm", "Karin Holm", "Per Ekdahl", "Thomas Avery"), docs)
+    ]
+    for rule in ("shared_words", "shared_facts"):  # no copy and no fact in common: no subject rule links them
+        assert conflicting_groups(pairs, docs, subject_rule=rule) == []
+    name, model = scripted({"conflict_judge": "Keep: 1"})  # a judge that keeps whatever comes first
+    kept, passages, conflicts = asyncio.run(
+        settle(asked, pairs, docs, LLMOptions(llm=name), both_orders=True, subject_rule="judge")
+    )
+    assert [re.findall(r"Answer \d: (.+)", call.user) for call in model.calls] == [
+        ["Karin Holm", "Per Ekdahl", "Thomas Avery"],
+        ["Thomas Avery", "Per Ekdahl", "Karin Holm"],
+    ]
+    # rejected in both orders, the rewritten answer leaves; each namesake, kept once, stands
+    assert [p.answer for p in kept] == ["Karin Holm", "Karin Holm", "Thomas Avery"]
+    assert [p.id for p in passages] == ["holm", "holm-2", "duluth"]
+    assert [(c.kept, c.dropped_ids, c.by) for c in conflicts] == [
+        (["Karin Holm", "Thomas Avery"], ["rewritten"], "judge")
+    ]
+    name, model = scripted({"conflict_judge": lambda call: "Keep: 1, 2, 3"})  # the judge sees no conflict
+    kept, _, conflicts = asyncio.run(settle(asked, pairs, docs, LLMOptions(llm=name), subject_rule="judge"))
+    assert kept == pairs and len(model.calls) == 1 and conflicts[0].dropped_ids == []
+
+
+def test_the_judge_rule_settles_one_subject_first_and_reads_the_namesakes_after(scripted):
+    """The edited copy loses to its original (one subject, strict); the other film then meets the judge (lenient)."""
+    asked = "Who directed the film Baby Doll?"
+    told = "Baby Doll is a 1956 American black comedy film directed by {}, starring Carroll Baker and Karl Malden."
+    docs = [
+        Passage(id="kazan", text=told.format("Elia Kazan")),
+        Passage(id="giraldi", text="La bambolona (Baby Doll) is a 1968 Italian film directed by Franco Giraldi."),
+        Passage(id="edited", text=told.format("Martin Scorsese")),
+    ]
+    pairs = [
+        Disambiguation(question=asked, answer=name, passage_ids=[doc.id])
+        for name, doc in zip(("Elia Kazan", "Franco Giraldi", "Martin Scorsese"), docs)
+    ]
+    name, model = scripted({"conflict_judge": lambda call: "Keep: " + re.search(r"Answer (\d): Elia", call.user)[1]})
+    kept, passages, conflicts = asyncio.run(
+        settle(asked, pairs, docs, LLMOptions(llm=name), both_orders=True, subject_rule="judge")
+    )
+    assert [re.findall(r"Answer \d: (.+)", call.user) for call in model.calls] == [
+        ["Elia Kazan", "Martin Scorsese"],
+        ["Martin Scorsese", "Elia Kazan"],
+        ["Elia Kazan", "Franco Giraldi"],
+        ["Franco Giraldi", "Elia Kazan"],
+    ]
+    assert [p.answer for p in kept] == ["Elia Kazan"] and [p.id for p in passages] == ["kazan"]
+    assert [(c.kept, c.dropped_ids) for c in conflicts] == [(["Elia Kazan"], ["edited"]), (["Elia Kazan"], ["giraldi"])]

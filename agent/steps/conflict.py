@@ -6,7 +6,11 @@ word for word, so the question alone cannot tell misinformation (one subject, tw
 from ambiguity (two subjects, e.g. two films called "Baby Doll" and their two directors); the passages can. Two
 passages tell of one subject when they share half their content words (an edited copy), or, with
 ``subject_rule="shared_facts"``, also when they state ``SHARED_FACTS`` of the subject's other facts in common (names,
-years, figures beyond the question and its answers: another part of the same article, rewritten).
+years, figures beyond the question and its answers: another part of the same article, rewritten). With
+``subject_rule="judge"``, answers to one interpretation that still differ once each subject is settled (their
+passages share neither words nor facts: two namesakes, or a misinformation document about a near-namesake or
+nothing in particular) go to the judge as well, which may keep several; there an answer leaves only when the judge
+rejects it in every order, since nothing in the passages says the answers compete.
 
 With ``rule="majority"`` (the default) the answer more passages of the group state than any other wins without a
 call (independent sources outvote one, the premise of MADAM-RAG's aggregation); a tie, or every group with
@@ -57,7 +61,7 @@ _THOUSANDS = re.compile(r"(?<=\d) (?=\d{3}\b)")  # "9 523" as "9,523" normalises
 FILLER = frozenset("is are was were be been in on at of by to for from".split())  # what restating a question adds
 _DAY = re.compile(r"(0?[1-9]|[12]\d|3[01])(st|nd|rd|th)?")
 SettleRule = Literal["majority", "judge"]
-SubjectRule = Literal["shared_words", "shared_facts"]
+SubjectRule = Literal["shared_words", "shared_facts", "judge"]
 SettledBy = Literal["majority", "judge", "undecided"]
 
 
@@ -81,7 +85,8 @@ class SettleOptions(BaseModel):
         default="shared_words",
         description="with settle_conflicts: answers compete when their passages tell of one subject: they share half "
         "their content words (shared_words), or that or three facts beyond the question and its answers, such as "
-        "names and years (shared_facts)",
+        "names and years (shared_facts); judge: shared_facts, then the answers still differing within one "
+        "interpretation go to the judge, which drops an answer only when it rejects it in every order",
     )
 
 
@@ -128,16 +133,23 @@ def conflicting_groups(
     threshold: float = SAME_QUESTION,
     subject_rule: SubjectRule = "shared_words",
 ) -> list[list[int]]:
-    """Indexes of ``pairs`` grouped by interpretation, keeping the groups whose answers differ (``keys``: the pairs'
-    ``answer_keys``, computed when not given).
-
-    A pair joins the first group whose first question is close enough and whose answers are of its kind, with or
-    without a digit (a year and a place do not compete: "When was X born in Canada East?" and "Where did X grow up in
-    Canada East?" embed alike but ask different things); each group is then split into the parts that
+    """Indexes of ``pairs`` grouped by interpretation (``question_groups``), keeping the groups whose answers differ
+    (``keys``: the pairs' ``answer_keys``, computed when not given). Each group is split into the parts that
     ``same_subject`` links, so two answers drawn from passages about different subjects both stand, and a part whose
     answers are one date at several precisions (``one_date``) is no conflict."""
+    groups = question_groups(pairs, threshold)
+    subjects = {p.id: subject_of(p.full_text) for p in passages}
+    keys = keys if keys is not None else answer_keys(pairs)
+    parts = [part for group in groups for part in subject_parts(group, pairs, subjects, keys, subject_rule)]
+    return [part for part in parts if len({keys[i] for i in part}) > 1 and not one_date({keys[i] for i in part})]
+
+
+def question_groups(pairs: list[Disambiguation], threshold: float = SAME_QUESTION) -> list[list[int]]:
+    """Indexes of ``pairs`` grouped by interpretation: a pair joins the first group whose first question is close
+    enough and whose answers are of its kind, with or without a digit (a year and a place do not compete: "When was X
+    born in Canada East?" and "Where did X grow up in Canada East?" embed alike but ask different things)."""
     if len(pairs) < 2:
-        return []
+        return [[i] for i in range(len(pairs))]
     vectors = embed([p.question for p in pairs])
     numeric = [any(c.isdigit() for c in p.answer) for p in pairs]
     groups: list[list[int]] = []
@@ -149,10 +161,7 @@ def conflicting_groups(
             groups.append([i])
         else:
             home.append(i)
-    subjects = {p.id: subject_of(p.full_text) for p in passages}
-    keys = keys if keys is not None else answer_keys(pairs)
-    parts = [part for group in groups for part in subject_parts(group, pairs, subjects, keys, subject_rule)]
-    return [part for part in parts if len({keys[i] for i in part}) > 1 and not one_date({keys[i] for i in part})]
+    return groups
 
 
 def refines(coarse: str, fine: str) -> bool:
@@ -248,60 +257,106 @@ async def settle(
     subject_rule: SubjectRule = "shared_words",
 ) -> tuple[list[Disambiguation], list[Passage], list[Conflict]]:
     """``pairs`` and ``passages`` without the answers that lost (to a majority of passages or to the judge) or were
-    left undecided, and the passages behind only those, and the conflicts settled."""
+    left undecided, and the passages behind only those, and the conflicts settled. With ``subject_rule="judge"`` the
+    answers still differing within one interpretation afterwards, their passages told of as different subjects, go
+    to the judge too (``namesake_groups``), which drops only what it rejects in every order."""
     by_id = {p.id: p for p in passages}
-    answers = answer_keys(pairs)
-    groups = conflicting_groups(pairs, passages, answers, subject_rule=subject_rule)
-    voted = [majority(group, pairs, answers) if rule == "majority" else None for group in groups]
+    keys = answer_keys(pairs)
+    linking: SubjectRule = "shared_facts" if subject_rule == "judge" else subject_rule
+    groups = conflicting_groups(pairs, passages, keys, subject_rule=linking)
+    orders = [False, True] if both_orders else [False]
+    settled = await settle_groups(groups, pairs, keys, by_id, options, limit, rule, orders, keep="all")
+    if subject_rule == "judge":
+        losing = {i for group, conflict in zip(groups, settled) for i in group if keys[i] not in conflict.kept_keys}
+        rest = [i for i in range(len(pairs)) if i not in losing]
+        apart = namesake_groups([pairs[i] for i in rest], passages, [keys[i] for i in rest], linking)
+        groups += [[rest[i] for i in group] for group in apart]
+        settled += await settle_groups(groups[len(settled) :], pairs, keys, by_id, options, limit, "judge", orders,
+                                       keep="any")  # fmt: skip
+    losing = {i for group, conflict in zip(groups, settled) for i in group if keys[i] not in conflict.kept_keys}
+    survivors = [p for i, p in enumerate(pairs) if i not in losing]
+    backing = {pid for p in survivors for pid in p.passage_ids}
+    dropped = {pid for i in losing for pid in pairs[i].passage_ids if pid not in backing}
+    conflicts = []
+    for group, conflict in zip(groups, settled):
+        ids = sorted({pid for i in group if i in losing for pid in pairs[i].passage_ids} & dropped)
+        conflicts.append(conflict.conflict.model_copy(update={"dropped_ids": ids}))
+    return survivors, [p for p in passages if p.id not in dropped], conflicts
+
+
+class Settled(NamedTuple):
+    conflict: Conflict
+    kept_keys: set[str]
+
+
+async def settle_groups(
+    groups: list[list[int]],
+    pairs: list[Disambiguation],
+    keys: list[str],
+    by_id: dict[str, Passage],
+    options: LLMOptions,
+    limit: int,
+    rule: SettleRule,
+    orders: list[bool],
+    keep: Literal["all", "any"],
+) -> list[Settled]:
+    """Each group settled by the majority of its passages (``rule="majority"``) or, on a tie or with ``rule="judge"``,
+    by the judge in each of ``orders``: an answer stands if kept in all of them (``keep="all"``) or in any
+    (``keep="any"``: dropped only when rejected every time)."""
+    voted = [majority(group, pairs, keys) if rule == "majority" else None for group in groups]
 
     async def judge(task: tuple[list[int], bool]) -> Reply[list[int]]:
         group, reverse = task
-        keys = list(dict.fromkeys(answers[i] for i in group))
-        order = keys[::-1] if reverse else keys
+        shown_keys = list(dict.fromkeys(keys[i] for i in group))
+        order = shown_keys[::-1] if reverse else shown_keys
         shown = "\n\n".join(
-            f"Answer {n}: {wording(group, pairs, answers, key)}\n"
+            f"Answer {n}: {wording(group, pairs, keys, key)}\n"
             + "\n".join(
                 passage_text(by_id[pid])
-                for pid in dict.fromkeys(pid for i in group if answers[i] == key for pid in pairs[i].passage_ids)
+                for pid in dict.fromkeys(pid for i in group if keys[i] == key for pid in pairs[i].passage_ids)
                 if pid in by_id
             )
             for n, key in enumerate(order, 1)
         )
-        everything = list(range(len(keys)))
+        everything = list(range(len(shown_keys)))
         reply = await aask(
-            "conflict_judge", options, parse=lambda text: parse_keep(text, len(keys)), fallback=everything,
+            "conflict_judge", options, parse=lambda text: parse_keep(text, len(shown_keys)), fallback=everything,
             question=pairs[group[0]].question, answers=shown,
         )  # fmt: skip
-        return reply.with_value([keys.index(order[k]) for k in reply.value])
+        return reply.with_value([shown_keys.index(order[k]) for k in reply.value])
 
-    orders = [False, True] if both_orders else [False]
     undecided = [g for g, v in zip(groups, voted) if v is None]
     judged = iter(await gather_concurrently(judge, [(g, r) for g in undecided for r in orders], limit))
-    losing: set[int] = set()
-    conflicts: list[Conflict] = []
+    settled: list[Settled] = []
     for group, winner in zip(groups, voted):
-        keys = list(dict.fromkeys(answers[i] for i in group))
+        shown_keys = list(dict.fromkeys(keys[i] for i in group))
         if winner is None:
             verdicts = [set(next(judged).value) for _ in orders]
-            kept = {key for k, key in enumerate(keys) if all(k in v for v in verdicts)}
+            held = all if keep == "all" else any
+            kept = {key for k, key in enumerate(shown_keys) if held(k in v for v in verdicts)}
         else:
             kept = winner
-        losing |= {i for i in group if answers[i] not in kept}
         by: SettledBy = "majority" if winner is not None else "judge" if kept else "undecided"
-        conflicts.append(
-            Conflict(
-                question=pairs[group[0]].question,
-                answers=[wording(group, pairs, answers, key) for key in keys],
-                kept=[wording(group, pairs, answers, key) for key in keys if key in kept],
-                by=by,
-            )
-        )
-    survivors = [p for i, p in enumerate(pairs) if i not in losing]
-    backing = {pid for p in survivors for pid in p.passage_ids}
-    dropped = {pid for i in losing for pid in pairs[i].passage_ids if pid not in backing}
-    for conflict, group in zip(conflicts, groups):
-        conflict.dropped_ids = sorted({pid for i in group if i in losing for pid in pairs[i].passage_ids} & dropped)
-    return survivors, [p for p in passages if p.id not in dropped], conflicts
+        answers = [wording(group, pairs, keys, key) for key in shown_keys]
+        kept_answers = [wording(group, pairs, keys, key) for key in shown_keys if key in kept]
+        settled.append(Settled(Conflict(question=pairs[group[0]].question, answers=answers, kept=kept_answers, by=by),
+                               kept))  # fmt: skip
+    return settled
+
+
+def namesake_groups(
+    pairs: list[Disambiguation], passages: list[Passage], keys: list[str], rule: SubjectRule
+) -> list[list[int]]:
+    """Indexes of ``pairs`` grouped by interpretation whose answers differ across passages that ``rule`` does not
+    tie to one subject (``subject_parts``): two namesakes, or a misinformation document about something else."""
+    subjects = {p.id: subject_of(p.full_text) for p in passages}
+    return [
+        group
+        for group in question_groups(pairs)
+        if len({keys[i] for i in group}) > 1
+        and not one_date({keys[i] for i in group})
+        and len(subject_parts(group, pairs, subjects, keys, rule)) > 1
+    ]
 
 
 def wording(group: list[int], pairs: list[Disambiguation], keys: list[str], key: str) -> str:
