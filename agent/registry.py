@@ -59,20 +59,36 @@ def load_graph(method: str) -> Any:
 
 
 def checkpoint_types() -> list[tuple[str, str]]:
-    """(module, class) of every pydantic model a method's checkpointed state may hold: what a checkpoint serializer
-    should accept without warning (``agent.schemas`` and each method module)."""
+    """(module, class) of every pydantic model of ours that a method's checkpointed state may hold: what a checkpoint
+    serializer should give back as that class (LangGraph returns a type it was not told of as a bare dict). Found by
+    walking each method's state annotations into the models' fields (``Conflict``, ``Draft`` and ``AnswerReview``
+    live outside the graph modules), and every model defined in ``agent.schemas`` or a method module."""
     import inspect
+    from typing import get_args, get_type_hints
 
     from pydantic import BaseModel
 
     import agent.schemas
 
     modules = [agent.schemas, *(method_module(m) for m in METHODS)]
-    return sorted(
-        {
-            (cls.__module__, cls.__name__)
-            for module in modules
-            for _, cls in inspect.getmembers(module, inspect.isclass)
-            if issubclass(cls, BaseModel) and cls.__module__ in (m.__name__ for m in modules)
-        }
-    )
+    found = {
+        cls
+        for module in modules
+        for _, cls in inspect.getmembers(module, inspect.isclass)
+        if issubclass(cls, BaseModel) and cls.__module__ in (m.__name__ for m in modules)
+    }
+
+    def walk(annotation: object) -> None:
+        for arg in get_args(annotation):
+            walk(arg)
+        ours = inspect.isclass(annotation) and annotation.__module__.split(".")[0] in ("agent", "graphs")
+        if ours and issubclass(annotation, BaseModel) and annotation not in seen:  # type: ignore[arg-type]
+            seen.add(annotation)
+            for field in annotation.model_fields.values():  # type: ignore[union-attr]
+                walk(field.annotation)
+
+    seen: set[type] = set()
+    for m in METHODS:
+        for hint in get_type_hints(method_module(m).graph.builder.state_schema, include_extras=True).values():
+            walk(hint)
+    return sorted({(cls.__module__, cls.__name__) for cls in found | seen})
