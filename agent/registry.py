@@ -81,13 +81,14 @@ def checkpoint_types() -> list[tuple[str, str]]:
     def walk(annotation: object) -> None:
         for arg in get_args(annotation):
             walk(arg)
-        ours = inspect.isclass(annotation) and annotation.__module__.split(".")[0] in ("agent", "graphs")
-        if ours and issubclass(annotation, BaseModel) and annotation not in seen:  # type: ignore[arg-type]
+        if not (inspect.isclass(annotation) and issubclass(annotation, BaseModel)) or annotation in seen:
+            return
+        if annotation.__module__.split(".")[0] in ("agent", "graphs"):
             seen.add(annotation)
-            for field in annotation.model_fields.values():  # type: ignore[union-attr]
+            for field in annotation.model_fields.values():
                 walk(field.annotation)
 
-    seen: set[type] = set()
+    seen: set[type[BaseModel]] = set()
     for m in METHODS:
         for hint in get_type_hints(method_module(m).graph.builder.state_schema, include_extras=True).values():
             walk(hint)
