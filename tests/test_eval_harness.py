@@ -455,7 +455,10 @@ def test_ids_pick_the_questions_to_run_again(dataset, collection, scripted, tmp_
 
     every = [e.id for e in load_examples(dataset)]
     assert [e.id for e in load_examples(dataset, ids=[every[2], every[0]])] == [every[0], every[2]]  # the file's order
-    assert [e.id for e in load_examples(dataset, limit=1, ids=every[1:])] == every[1:2]
+    # ids pick within the split that --offset/--limit name (a few questions of a tuning sample run again)
+    assert [e.id for e in load_examples(dataset, offset=1, limit=2, ids=[every[2], every[1]])] == every[1:3]
+    with pytest.raises(ConfigError, match=rf"--ids {every[0]}: not within rows 2–3"):
+        load_examples(dataset, offset=1, limit=2, ids=[every[0], every[1]])
     with pytest.raises(ConfigError, match="no question with id nowhere"):
         load_examples(dataset, limit=1, ids=[every[0], "nowhere"])
     name, _ = scripted(SCRIPT)

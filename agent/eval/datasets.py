@@ -62,7 +62,8 @@ def load_examples(
     path: Path, limit: int | None = None, offset: int = 0, ids: Sequence[str] | None = None
 ) -> list[Example]:
     """The records of ``path`` after the first ``offset``, at most ``limit`` of them (a tuning/report split by rows);
-    with ``ids``, only the records of those ids (in the file's order; an id the file lacks is a ``ConfigError``)."""
+    with ``ids``, only the records of those ids within that split (in the file's order; an id the file lacks, or
+    holds outside the split, is a ``ConfigError``)."""
     if not path.is_file():
         raise ConfigError(f"dataset {path} does not exist")
     wanted = set(ids or ())
@@ -83,13 +84,15 @@ def load_examples(
             if not example.qa_pairs and not example.answers and not example.gold_answers:
                 raise ConfigError(f"{path}:{number}: record has neither qa_pairs, answers nor gold_answers")
             seen.add(example.id)
-            if wanted and example.id not in wanted:
-                continue
             records += 1
-            if records > offset and not (limit and len(examples) >= limit):
+            within = records > offset and not (limit and records > offset + limit)
+            if within and (not wanted or example.id in wanted):
                 examples.append(example)
-            elif records > offset and not wanted:
-                break  # the limit is reached (with ids, read on: each must be in the file)
+            elif records > offset and not within and not wanted:
+                break  # the split ends here (with ids, read on: each must be in the file)
     if missing := sorted(wanted - seen):
         raise ConfigError(f"{path} has no question with id {', '.join(missing)}")
+    if outside := sorted(wanted - {e.id for e in examples}):
+        split = f"rows {offset + 1}–{offset + limit}" if limit else f"the rows after {offset}"
+        raise ConfigError(f"--ids {', '.join(outside)}: not within {split} of {path} (--offset/--limit)")
     return examples

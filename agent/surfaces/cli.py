@@ -314,7 +314,9 @@ def eval_command(
     limit: int | None = typer.Option(None, "--limit", min=1, help="first N questions (after --offset)"),
     offset: int = typer.Option(0, "--offset", min=0, help="skip the dataset's first N questions (e.g. a tuning split)"),
     ids: str | None = typer.Option(
-        None, "--ids", help="comma-separated question ids: only those (e.g. to re-run a few)"
+        None,
+        "--ids",
+        help="comma-separated question ids: only those, within --offset/--limit when given (e.g. to re-run a few)",
     ),
     llm: str | None = typer.Option(None, "--llm", help="local (default) | openai | fake"),
     out: Path = typer.Option(
