@@ -29,13 +29,17 @@ from agent.steps import conflict, rac
 from agent.steps.ambiguity import classify_ambiguity, infer_interpretations
 from agent.steps.casebook import evidence, shared_prefix
 from agent.steps.checks import foreign_figures
-from agent.steps.conflict import Conflict, SettleOptions
+from agent.steps.conflict import Conflict, SettleOptions, SubjectRule
 
 Grade = Literal["Useful", "PartialUseful", "Useless"]
 ExtractLayout = Literal["own_examples", "casebook_short"]
 
 
 class DivaContext(SettleOptions, AnswerOptions):
+    subject_rule: SubjectRule = Field(
+        default="judge",  # DIVA's choice on issue 93's sample C (notes/2026-12-ramdocs-protocol.md); VerDICt's differs
+        description=SettleOptions.model_fields["subject_rule"].description,
+    )
     top_k: int = Field(
         default=5, ge=1, le=50, description="K: passages per interpretation (Eq. 4) and kept by pruning (A.4: 5)"
     )
