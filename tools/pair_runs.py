@@ -17,7 +17,6 @@ Without ``--pair`` every run is paired with the first. Reads files only; prints 
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from pathlib import Path
 from typing import Any
@@ -26,6 +25,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from agent.eval.datasets import load_examples  # noqa: E402
+from agent.eval.resume import read_rows  # noqa: E402
 from agent.eval.stats import paired_difference, summarize_metrics  # noqa: E402
 
 METRICS = ["em", "gold_recall", "misinfo_stated", "reject_precision", "reject_recall", "str_em", "rouge_l", "narrates"]
@@ -36,7 +36,7 @@ def last_rows(folder: Path, method: str | None) -> dict[str, dict[str, Any]]:
     path = folder / "results.jsonl"
     if not path.is_file():
         sys.exit(f"{path} does not exist")
-    rows = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+    rows = read_rows(path)
     methods = {r["method"] for r in rows}
     if method is None:
         if len(methods) != 1:

@@ -14,7 +14,6 @@ Prints ``RULE COUNT IDS``; questions that never reached ``settle`` are listed as
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from pathlib import Path
 
@@ -23,6 +22,7 @@ sys.path.insert(0, str(ROOT))
 
 from agent.errors import ReplayError  # noqa: E402
 from agent.eval.checkpoints import FILE, Checkpoints, before  # noqa: E402
+from agent.eval.resume import read_rows  # noqa: E402
 from agent.registry import load_graph  # noqa: E402
 from agent.steps.conflict import answer_keys, conflicting_groups, namesake_groups  # noqa: E402
 
@@ -33,7 +33,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("run", type=Path, help="an eval folder written with --checkpoints")
     args = parser.parse_args()
-    rows = [json.loads(line) for line in (args.run / "results.jsonl").read_text().splitlines() if line.strip()]
+    rows = read_rows(args.run / "results.jsonl")
     threads = {r["id"]: (r["method"], r["checkpoint_thread"]) for r in rows if "error" not in r}
     checkpoints = Checkpoints(args.run / FILE)
     acts: dict[str, list[str]] = {"shared_words": [], "shared_facts": [], "judge": [], "unreached": []}
