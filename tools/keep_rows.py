@@ -3,7 +3,8 @@
 Study runs live under ``runs/`` (ignored by git) and a machine can come up new between sessions, so the rows a study
 rests on are copied into ``notes/rows/<study>/<name>/results.jsonl``. Kept per row: the method, id, question, answer,
 disambiguations, metrics, records, cost, error, the checkpoint thread, what a replay started from, and the commit
-from the provenance. Lines a crash cut short are skipped.
+from the provenance. Lines a crash cut short are skipped. A run that is to be resumed needs its rows whole (``eval``
+matches them by the provenance's key): copy its ``results.jsonl`` instead.
 
     python tools/keep_rows.py runs/p93/R-verdict notes/rows/2026-12-ramdocs/R-verdict
 """
