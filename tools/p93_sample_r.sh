@@ -12,10 +12,12 @@ AMBIGQA=${AMBIGQA:-.venv/bin/ambigqa}
 export HF_HUB_OFFLINE=1 ANONYMIZED_TELEMETRY=False
 EVAL="$AMBIGQA eval --dataset ../shared/data/ramdocs/dev.jsonl --offset 360 --limit 80 --llm local"
 mkdir -p "$RUNS"
+usage() { sed -n '2,8p' "$0"; exit 2; }
 case ${1:-} in
 rag)
     $EVAL --methods rag --out "$RUNS/R-rag" ;;
 method)
+    [ $# -eq 3 ] || usage
     M=$2 RULE=$3
     STEP="--set $M.settle_conflicts=true --set $M.judge_both_orders=true --set $M.subject_rule=$RULE"
     echo "full $(date)"; $EVAL --methods "$M" $STEP --checkpoints --out "$RUNS/R-$M"
@@ -26,11 +28,12 @@ method)
     AMBIGQA_LOCAL_DISK_STATES_MB=0 $EVAL --methods "$M" $STEP --replay "$RUNS/R-$M" --at settle --out "$RUNS/R-$M-$RULE"
     echo "done $(date)" ;;
 madam)
+    [ $# -eq 2 ] || usage
     if [ "$2" = official ]; then
         $EVAL --methods madam --set madam.wording=official --out "$RUNS/R-madam-official"
     else
         $EVAL --methods madam --out "$RUNS/R-madam"
     fi ;;
 *)
-    sed -n '2,9p' "$0"; exit 2 ;;
+    usage ;;
 esac
